@@ -1,0 +1,1 @@
+"""tftrainers: TensorFlow 2 / Keras trainers for game and simulation agents."""

@@ -1,0 +1,74 @@
+"""Console entry points. Bad usage prints one line and exits with code 2."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Dict, List, Optional, Sequence
+
+import yaml
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (and exit code 2)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def parse_env_args(items: Sequence[str]) -> Dict[str, object]:
+    """``["obs=visual", "length=10"]`` -> ``{"obs": "visual", "length": 10}`` (YAML scalars)."""
+    out = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--env-args takes key=value pairs, got '{item}'")
+        out[key] = yaml.safe_load(value) if value else ""
+    return out
+
+
+def _add_env_arguments(parser: argparse.ArgumentParser) -> None:
+    from tftrainers.envs import ENV_ID_HELP
+    parser.add_argument("env_id", help=f"the environment: {ENV_ID_HELP}")
+    parser.add_argument("--env-args", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="the environment's own arguments, e.g. obs=visual")
+    parser.add_argument("--num-areas", type=int, default=None,
+                        help="training areas of a built-in env, or copies of a gym env")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the env and the policy")
+
+
+def evaluate_main(argv: Optional[List[str]] = None) -> int:
+    """``tftrainers-evaluate ENV_ID --policy P``: prints one JSON line per behavior, last."""
+    from tftrainers.evaluate import POLICY_HELP, evaluate, make_policy
+    from tftrainers.envs import make
+
+    parser = _Parser(prog="tftrainers-evaluate",
+                     description="Run whole episodes of a policy and report its return.")
+    _add_env_arguments(parser)
+    parser.add_argument("--policy", required=True, help=POLICY_HELP)
+    parser.add_argument("--episodes", type=int, default=10, help="episodes per behavior")
+    args = parser.parse_args(argv)
+    if args.episodes < 1:
+        parser.error(f"--episodes must be >= 1, got {args.episodes}")
+    try:
+        env = make(args.env_id, seed=args.seed, num_areas=args.num_areas,
+                   **parse_env_args(args.env_args))
+    except (ValueError, ImportError) as error:
+        parser.error(str(error))
+    with env:
+        try:
+            policy = make_policy(args.policy, env, seed=args.seed)
+            results = evaluate(env, policy, episodes=args.episodes)
+        except ValueError as error:
+            parser.error(str(error))
+    for result in results.values():
+        print(f"{result['behavior']}: {result['episodes']} episodes, mean reward "
+              f"{result['mean_reward']:.3f} +- {result['std_reward']:.3f}, mean length "
+              f"{result['mean_episode_length']:.1f}", file=sys.stderr)
+    for result in results.values():
+        print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(evaluate_main())

@@ -1,0 +1,44 @@
+"""Environments: the ML-Agents-shaped API, built-in envs, adapters, and ``make``."""
+from __future__ import annotations
+
+from typing import Optional
+
+from tftrainers.envs.base import (ActionSpec, ActionTuple, BaseEnv, BehaviorSpec, DecisionSteps,
+                                  ObservationKind, ObservationSpec, TerminalSteps,
+                                  validate_actions)
+from tftrainers.envs.builtin import BUILTIN_ENVS
+from tftrainers.envs.checker import EnvCheckError, check_env
+
+ENV_ID_HELP = ("builtin:NAME (" + ", ".join(sorted(BUILTIN_ENVS)) + ") or gym:ID "
+               "(a Gymnasium id, e.g. gym:CartPole-v1)")
+
+
+def make(env_id: str, seed: int = 0, num_areas: Optional[int] = None, **env_args) -> BaseEnv:
+    """Creates an environment from its id.
+
+    Args:
+        env_id: ``builtin:NAME`` or ``gym:ID``.
+        seed: makes the environment deterministic.
+        num_areas: training areas of a built-in env, or copies of a Gymnasium env (each
+            copy is one agent); None takes the env's default (1 copy for Gymnasium).
+        **env_args: the env's own arguments (``obs="visual"`` for GridWorld; keyword
+            arguments of ``gymnasium.make``).
+
+    Raises:
+        ValueError: an unknown id (listing the built-ins) or bad env args.
+    """
+    kind, _, name = env_id.partition(":")
+    if kind == "builtin" and name in BUILTIN_ENVS:
+        return BUILTIN_ENVS[name](seed=seed, num_areas=num_areas, **env_args)
+    if kind == "builtin":
+        raise ValueError(f"unknown built-in env '{name}'; built-ins: "
+                         f"{', '.join(sorted(BUILTIN_ENVS))}")
+    if kind == "gym" and name:
+        from tftrainers.envs.gym_adapter import GymEnv
+        return GymEnv(name, num_envs=num_areas or 1, seed=seed, **env_args)
+    raise ValueError(f"unknown env id '{env_id}'; use {ENV_ID_HELP}")
+
+
+__all__ = ["ActionSpec", "ActionTuple", "BaseEnv", "BehaviorSpec", "BUILTIN_ENVS", "DecisionSteps",
+           "EnvCheckError", "ObservationKind", "ObservationSpec", "TerminalSteps", "check_env",
+           "make", "validate_actions"]

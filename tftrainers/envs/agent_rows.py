@@ -1,0 +1,37 @@
+"""Dense row numbers for agent ids, so per-agent state lives in arrays, not dicts."""
+from __future__ import annotations
+
+import numpy as np
+
+
+class AgentRows:
+    """Maps agent ids (any ints) to rows 0, 1, 2, ... in order of first appearance.
+
+    ``rows(agent_id)`` is vectorised: one ``searchsorted`` per call, whatever the number of
+    agents; new ids get the next free rows.
+    """
+
+    def __init__(self):
+        self._sorted_ids = np.empty(0, np.int64)
+        self._sorted_rows = np.empty(0, np.int64)
+
+    def __len__(self) -> int:
+        return len(self._sorted_ids)
+
+    def rows(self, agent_id: np.ndarray) -> np.ndarray:
+        """Rows of ``agent_id`` [n] (assigning rows to ids not seen before)."""
+        agent_id = np.asarray(agent_id, np.int64)
+        n_known = len(self._sorted_ids)
+        pos = np.searchsorted(self._sorted_ids, agent_id)
+        known = pos < n_known
+        known[known] = self._sorted_ids[pos[known]] == agent_id[known]
+        if known.all():
+            return self._sorted_rows[pos]
+        unknown = agent_id[~known]
+        _, first = np.unique(unknown, return_index=True)
+        new_ids = unknown[np.sort(first)]  # in order of first appearance
+        ids = np.concatenate([self._sorted_ids, new_ids])
+        rows = np.concatenate([self._sorted_rows, n_known + np.arange(len(new_ids))])
+        order = np.argsort(ids, kind="stable")
+        self._sorted_ids, self._sorted_rows = ids[order], rows[order]
+        return self._sorted_rows[np.searchsorted(self._sorted_ids, agent_id)]

@@ -1,0 +1,10 @@
+"""Built-in example environments: vectorised NumPy, many areas, each with a teacher heuristic."""
+from tftrainers.envs.area_env import AreaEnv
+from tftrainers.envs.builtin.ball3d import Ball3DEnv
+from tftrainers.envs.builtin.basic import BasicEnv
+from tftrainers.envs.builtin.gridworld import GridWorldEnv
+from tftrainers.envs.builtin.hallway import HallwayEnv
+
+BUILTIN_ENVS = {cls.name: cls for cls in (Ball3DEnv, BasicEnv, GridWorldEnv, HallwayEnv)}
+
+__all__ = ["AreaEnv", "BUILTIN_ENVS", "Ball3DEnv", "BasicEnv", "GridWorldEnv", "HallwayEnv"]

@@ -1,0 +1,142 @@
+"""``check_env``: steps any BaseEnv with random actions and reports API violations.
+
+Like Stable-Baselines3's env checker, for the ML-Agents-shaped API::
+
+    from tftrainers.envs import make, check_env
+    report = check_env(make("builtin:GridWorld"))   # raises EnvCheckError listing problems
+"""
+from __future__ import annotations
+
+from typing import Dict, List
+
+import numpy as np
+
+from tftrainers.envs.base import (ActionTuple, BaseEnv, BehaviorSpec, DecisionSteps,
+                                  ObservationKind, TerminalSteps)
+
+
+class EnvCheckError(AssertionError):
+    """The environment broke the API; ``problems`` lists every violation found."""
+
+    def __init__(self, problems: List[str]):
+        self.problems = problems
+        super().__init__("the environment breaks the tftrainers env API:\n  - " +
+                         "\n  - ".join(problems))
+
+
+def _check_array(problems, where, array, shape, kinds, finite=True):
+    if not isinstance(array, np.ndarray):
+        problems.append(f"{where}: expected a numpy array, got {type(array).__name__}")
+        return
+    if array.shape != shape:
+        problems.append(f"{where}: expected shape {shape}, got {array.shape}")
+    if not any(np.issubdtype(array.dtype, k) for k in kinds):
+        problems.append(f"{where}: expected dtype {'/'.join(k.__name__ for k in kinds)}, "
+                        f"got {array.dtype}")
+    elif finite and np.issubdtype(array.dtype, np.floating) and not np.all(np.isfinite(array)):
+        problems.append(f"{where}: holds NaN or inf")
+
+
+def _check_steps(problems: List[str], where: str, steps, spec: BehaviorSpec,
+                 terminal: bool) -> None:
+    expected_type = TerminalSteps if terminal else DecisionSteps
+    if not isinstance(steps, expected_type):
+        problems.append(f"{where}: expected {expected_type.__name__}, got {type(steps).__name__}")
+        return
+    n = len(steps.agent_id)
+    _check_array(problems, f"{where}.agent_id", steps.agent_id, (n,), [np.integer])
+    if len(np.unique(steps.agent_id)) != n:
+        problems.append(f"{where}.agent_id: an agent id appears twice")
+    if len(steps.obs) != len(spec.observation_specs):
+        problems.append(f"{where}.obs: the spec has {len(spec.observation_specs)} observations, "
+                        f"got {len(steps.obs)}")
+    for i, (obs, obs_spec) in enumerate(zip(steps.obs, spec.observation_specs)):
+        name = f"{where}.obs[{i}] ('{obs_spec.name}')"
+        _check_array(problems, name, obs, (n, *obs_spec.shape), [np.float32])
+        if (obs_spec.kind == ObservationKind.VISUAL and isinstance(obs, np.ndarray) and obs.size
+                and (obs.min() < 0.0 or obs.max() > 1.0)):
+            problems.append(f"{name}: visual observations must lie in [0, 1], got "
+                            f"[{obs.min():.3g}, {obs.max():.3g}]")
+    _check_array(problems, f"{where}.reward", steps.reward, (n,), [np.floating])
+    _check_array(problems, f"{where}.group_id", steps.group_id, (n,), [np.integer])
+    _check_array(problems, f"{where}.group_reward", steps.group_reward, (n,), [np.floating])
+    if terminal:
+        _check_array(problems, f"{where}.interrupted", steps.interrupted, (n,), [np.bool_])
+        return
+    branches = spec.action_spec.discrete_branches
+    if len(steps.action_mask) != len(branches):
+        problems.append(f"{where}.action_mask: expected one mask per branch ({len(branches)}), "
+                        f"got {len(steps.action_mask)}")
+        return
+    for b, (mask, size) in enumerate(zip(steps.action_mask, branches)):
+        _check_array(problems, f"{where}.action_mask[{b}]", mask, (n, size), [np.bool_])
+        if isinstance(mask, np.ndarray) and mask.shape == (n, size) and np.any(mask.all(axis=1)):
+            problems.append(f"{where}.action_mask[{b}]: every action of the branch is masked "
+                            f"for some agent")
+
+
+def check_env(env: BaseEnv, n_steps: int = 300, seed: int = 0) -> Dict[str, Dict[str, int]]:
+    """Resets and steps ``env`` with random (mask-respecting) actions, checking the API.
+
+    Args:
+        env: any BaseEnv.
+        n_steps: env steps to take.
+        seed: seed of the random actions.
+
+    Returns:
+        Per behavior: ``{"decisions": ..., "episodes": ..., "interrupted": ...}`` counts.
+
+    Raises:
+        EnvCheckError: listing every violation found (at most 20).
+    """
+    problems: List[str] = []
+    rng = np.random.default_rng(seed)
+    specs = env.behavior_specs
+    if not specs:
+        raise EnvCheckError(["behavior_specs is empty"])
+    for name, spec in specs.items():
+        if not isinstance(spec, BehaviorSpec):
+            problems.append(f"behavior_specs['{name}']: expected a BehaviorSpec, "
+                            f"got {type(spec).__name__}")
+    if problems:
+        raise EnvCheckError(problems)
+    report = {name: {"decisions": 0, "episodes": 0, "interrupted": 0} for name in specs}
+    env.reset()
+    for t in range(n_steps + 1):
+        for name, spec in specs.items():
+            decision, terminal = env.get_steps(name)
+            where = f"step {t}, '{name}'"
+            _check_steps(problems, f"{where} decision_steps", decision, spec, terminal=False)
+            _check_steps(problems, f"{where} terminal_steps", terminal, spec, terminal=True)
+            if problems:
+                break
+            both = np.intersect1d(decision.agent_id, terminal.agent_id)
+            if len(both):
+                problems.append(f"{where}: agents {both.tolist()[:5]} are in both decision and "
+                                f"terminal steps")
+            report[name]["decisions"] += len(decision)
+            report[name]["episodes"] += len(terminal)
+            report[name]["interrupted"] += int(np.sum(terminal.interrupted))
+            if t == 0:
+                _check_action_validation(problems, env, name, spec, len(decision))
+            actions = spec.action_spec.random_action(len(decision), rng, decision.action_mask)
+            env.set_actions(name, actions)
+        if len(problems) >= 20 or (problems and t > 0):
+            break
+        if t < n_steps:
+            env.step()
+    if problems:
+        raise EnvCheckError(problems[:20])
+    return report
+
+
+def _check_action_validation(problems, env, name, spec, n):
+    """set_actions must refuse actions of the wrong shape."""
+    wrong = ActionTuple(np.zeros((n + 1, spec.action_spec.continuous_size), np.float32),
+                        np.zeros((n + 1, spec.action_spec.discrete_size), np.int32))
+    try:
+        env.set_actions(name, wrong)
+    except ValueError:
+        return
+    problems.append(f"'{name}': set_actions accepted actions for {n + 1} agents when {n} "
+                    f"asked for a decision")

@@ -1,0 +1,192 @@
+"""Gymnasium adapter: ``gym:ID`` with ``num_envs`` copies as the agents of one behavior.
+
+The behavior is named after the env id. Spaces map onto the env API as follows:
+
+- observations: ``Box`` of rank 1 (or 0, or 2: flattened) is a vector observation, rank 3
+  is a visual HWC observation (``uint8`` scaled to [0, 1]); ``Discrete`` and
+  ``MultiDiscrete`` become one-hot vectors; ``MultiBinary`` a 0/1 vector; ``Dict`` and
+  ``Tuple`` become several observations (nested ones are flattened in order).
+- actions: ``Discrete`` is one branch, ``MultiDiscrete`` and ``MultiBinary`` several
+  branches, ``Box`` continuous (the policy's [-1, 1] is rescaled to finite bounds), and a
+  ``Tuple`` of these is a hybrid action.
+- ``truncated`` becomes ``interrupted``; copy ``i`` is seeded with ``seed + i`` on its
+  first reset. Like gymnasium's next-step autoreset, a copy whose episode ended sits out
+  the next step and then asks for its first decision of the new episode.
+"""
+from __future__ import annotations
+
+from typing import Callable, List, Tuple
+
+import numpy as np
+
+from tftrainers.envs.area_env import AreaEnv
+from tftrainers.envs.base import ActionSpec, ActionTuple, ObservationKind, ObservationSpec
+
+
+def _import_gymnasium():
+    try:
+        import gymnasium
+    except ImportError as error:  # a clear line instead of a bare ImportError
+        raise ImportError("gym: environments need gymnasium: pip install 'tftrainers[gym]'") \
+            from error
+    return gymnasium
+
+
+ObsConverter = Callable[[object], np.ndarray]
+
+
+def _observation_parts(space, name: str) -> List[Tuple[ObservationSpec, ObsConverter]]:
+    """ObservationSpecs for a space and, for each, a function raw obs -> float32 array."""
+    spaces = _import_gymnasium().spaces
+    if isinstance(space, spaces.Box):
+        shape = space.shape
+        scale = 1.0 / 255.0 if space.dtype == np.uint8 else 1.0
+        if len(shape) == 3:
+            spec = ObservationSpec(shape, name, ObservationKind.VISUAL)
+            return [(spec, lambda o: np.asarray(o, np.float32) * scale)]
+        size = int(np.prod(shape)) if shape else 1
+        return [(ObservationSpec((size,), name),
+                 lambda o: np.asarray(o, np.float32).reshape(size) * scale)]
+    if isinstance(space, spaces.Discrete):
+        eye = np.eye(int(space.n), dtype=np.float32)
+        start = int(space.start)
+        return [(ObservationSpec((int(space.n),), name), lambda o: eye[int(o) - start])]
+    if isinstance(space, spaces.MultiDiscrete) and space.nvec.ndim == 1:
+        nvec, start = space.nvec.astype(np.int64), space.start.astype(np.int64)
+        offsets = np.concatenate([[0], np.cumsum(nvec)[:-1]])
+        size = int(nvec.sum())
+
+        def one_hot(o):
+            out = np.zeros(size, np.float32)
+            out[offsets + np.asarray(o, np.int64) - start] = 1.0
+            return out
+        return [(ObservationSpec((size,), name), one_hot)]
+    if isinstance(space, spaces.MultiBinary):
+        size = int(np.prod(space.shape))
+        return [(ObservationSpec((size,), name), lambda o: np.asarray(o, np.float32).reshape(size))]
+    if isinstance(space, (spaces.Dict, spaces.Tuple)):
+        keys = list(space.spaces.keys()) if isinstance(space, spaces.Dict) else \
+            list(range(len(space.spaces)))
+        parts = []
+        for key in keys:
+            for spec, convert in _observation_parts(space[key], f"{name}.{key}"):
+                parts.append((spec, lambda o, key=key, convert=convert: convert(o[key])))
+        return parts
+    raise ValueError(f"gym: observation space {space} ({type(space).__name__}) at '{name}' is "
+                     f"not supported; supported: Box, Discrete, MultiDiscrete, MultiBinary, "
+                     f"Dict, Tuple")
+
+
+class _ActionConverter:
+    """Turns one row of an ActionTuple into the env's action for a (possibly Tuple) space."""
+
+    def __init__(self, space):
+        spaces = _import_gymnasium().spaces
+        self.space = space
+        self.continuous_size = 0
+        self.branches: List[int] = []
+        self._build: Callable[[np.ndarray, np.ndarray], object] = \
+            self._part(space, spaces, top_level=True)
+
+    def _part(self, space, spaces, top_level=False):
+        c0, d0 = self.continuous_size, len(self.branches)
+        if isinstance(space, spaces.Discrete):
+            self.branches.append(int(space.n))
+            start = int(space.start)
+            return lambda c, d: int(d[d0]) + start
+        if isinstance(space, spaces.MultiDiscrete) and space.nvec.ndim == 1:
+            self.branches.extend(int(n) for n in space.nvec)
+            n, start = len(space.nvec), space.start.astype(np.int64)
+            return lambda c, d: d[d0:d0 + n].astype(np.int64) + start
+        if isinstance(space, spaces.MultiBinary) and len(space.shape) == 1:
+            n = int(space.shape[0])
+            self.branches.extend([2] * n)
+            return lambda c, d: d[d0:d0 + n].astype(np.int8)
+        if isinstance(space, spaces.Box) and np.issubdtype(space.dtype, np.floating):
+            n = int(np.prod(space.shape)) if space.shape else 1
+            self.continuous_size += n
+            low, high = space.low.reshape(-1).astype(np.float64), \
+                space.high.reshape(-1).astype(np.float64)
+            bounded = np.isfinite(low) & np.isfinite(high)
+            low_b, high_b = np.where(bounded, low, -1.0), np.where(bounded, high, 1.0)
+
+            def box(c, d):
+                x = c[c0:c0 + n].astype(np.float64)
+                # The policy acts in [-1, 1]; map that onto the finite bounds.
+                x = np.where(bounded, low_b + (np.clip(x, -1, 1) + 1.0) * 0.5 * (high_b - low_b),
+                             x)
+                return x.reshape(space.shape).astype(space.dtype)
+            return box
+        if isinstance(space, spaces.Tuple) and top_level:
+            parts = [self._part(s, spaces) for s in space.spaces]
+            return lambda c, d: tuple(p(c, d) for p in parts)
+        raise ValueError(f"gym: action space {space} ({type(space).__name__}) is not supported; "
+                         f"supported: Discrete, MultiDiscrete, MultiBinary, Box (float), and a "
+                         f"Tuple of these")
+
+    def __call__(self, continuous: np.ndarray, discrete: np.ndarray):
+        return self._build(continuous, discrete)
+
+
+class GymEnv(AreaEnv):
+    """``num_envs`` copies of a Gymnasium env, each an agent of one behavior."""
+
+    max_episode_steps = np.iinfo(np.int64).max  # the env's own TimeLimit truncates
+
+    def __init__(self, env_id: str, num_envs: int = 1, seed: int = 0, **make_kwargs):
+        gymnasium = _import_gymnasium()
+        self.name = env_id
+        self.agents_per_area = 1
+        try:
+            self.envs = [gymnasium.make(env_id, **make_kwargs) for _ in range(int(num_envs))]
+        except gymnasium.error.Error as error:
+            raise ValueError(f"gym:{env_id}: {error}") from error
+        env = self.envs[0]
+        self._obs_parts = _observation_parts(env.observation_space, "obs")
+        self._action = _ActionConverter(env.action_space)
+        self._seed = seed
+        self._seeded = np.zeros(len(self.envs), bool)
+        super().__init__(seed, num_areas=len(self.envs))
+        self._latest = [np.zeros((self.n_agents, *spec.shape), np.float32)
+                        for spec, _ in self._obs_parts]
+        self._truncated_now = np.zeros(self.n_agents, bool)
+
+    def observation_specs(self):
+        return [spec for spec, _ in self._obs_parts]
+
+    def action_spec(self):
+        return ActionSpec(self._action.continuous_size, tuple(self._action.branches))
+
+    def _store(self, row: int, raw_obs) -> None:
+        for latest, (_, convert) in zip(self._latest, self._obs_parts):
+            latest[row] = convert(raw_obs)
+
+    def _reset_agents(self, rows):
+        for row in rows:
+            seed = None if self._seeded[row] else self._seed + int(row)
+            self._seeded[row] = True
+            obs, _ = self.envs[row].reset(seed=seed)
+            self._store(row, obs)
+
+    def _act(self, rows, actions):
+        reward = np.zeros(len(rows), np.float32)
+        terminated = np.zeros(len(rows), bool)
+        for i, row in enumerate(rows):
+            action = self._action(actions.continuous[i], actions.discrete[i])
+            obs, r, term, trunc, _ = self.envs[row].step(action)
+            self._store(row, obs)
+            reward[i], terminated[i], self._truncated_now[row] = r, term, trunc
+        return reward, terminated
+
+    def _truncated(self, rows):
+        return self._truncated_now[rows]
+
+    def _observe(self, rows):
+        return [latest[rows] for latest in self._latest]
+
+    def close(self):
+        for env in self.envs:
+            env.close()
+
+    def __repr__(self):
+        return f"gym:{self.name}(num_envs={self.n_agents})"

@@ -1,0 +1,131 @@
+"""Runs a policy for whole episodes and measures its return: the one way to score a policy.
+
+    env = make("builtin:Ball3D", seed=0)
+    results = evaluate(env, make_policy("heuristic", env), episodes=20)
+    # {"Ball3D": {"behavior": "Ball3D", "episodes": 20, "mean_reward": ..., "std_reward": ...}}
+
+A policy is any ``policy(behavior_name, decision_steps) -> ActionTuple``; policies with
+memory also get ``policy.episode_ended(behavior_name, agent_ids)``.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, List
+
+import numpy as np
+
+from tftrainers.envs import ActionTuple, BaseEnv, DecisionSteps
+from tftrainers.envs.agent_rows import AgentRows
+
+Policy = Callable[[str, DecisionSteps], ActionTuple]
+POLICY_HELP = "heuristic (the env's teacher) or random"
+
+
+class RandomPolicy:
+    """Uniform random actions that respect action masks."""
+
+    def __init__(self, env: BaseEnv, seed: int = 0):
+        self.specs = env.behavior_specs
+        self.rng = np.random.default_rng(seed)
+
+    def __call__(self, behavior_name: str, decision_steps: DecisionSteps) -> ActionTuple:
+        return self.specs[behavior_name].action_spec.random_action(
+            len(decision_steps), self.rng, decision_steps.action_mask)
+
+
+def make_policy(name: str, env: BaseEnv, seed: int = 0) -> Policy:
+    """Resolves ``--policy``: ``heuristic`` or ``random``."""
+    if name == "heuristic":
+        return env.heuristic
+    if name == "random":
+        return RandomPolicy(env, seed)
+    raise ValueError(f"unknown policy '{name}'; use {POLICY_HELP}")
+
+
+class _EpisodeTally:
+    """Episode returns of one behavior, counting each agent's first ``quota`` episodes.
+
+    Counting only the first episodes finished (whoever finishes them) would favour short
+    episodes; a fixed quota per agent, set when the agents first appear, does not.
+    """
+
+    def __init__(self, episodes: int):
+        self.episodes = episodes
+        self.rows = AgentRows()
+        self.quota = np.zeros(0, np.int64)
+        self.running_return = np.zeros(0)
+        self.running_length = np.zeros(0, np.int64)
+        self.returns: List[float] = []
+        self.lengths: List[int] = []
+
+    def _grow(self, rows: np.ndarray) -> None:
+        n = len(self.rows)
+        if n > len(self.quota):
+            first = len(self.quota) == 0
+            extra = n - len(self.quota)
+            quota = np.zeros(extra, np.int64)
+            if first:  # spread the episodes over the agents present at the start
+                quota = self.episodes // extra + (np.arange(extra) < self.episodes % extra)
+            self.quota = np.concatenate([self.quota, quota])
+            self.running_return = np.concatenate([self.running_return, np.zeros(extra)])
+            self.running_length = np.concatenate([self.running_length,
+                                                  np.zeros(extra, np.int64)])
+
+    def add(self, decision, terminal) -> None:
+        if len(terminal):
+            rows = self.rows.rows(terminal.agent_id)
+            self._grow(rows)
+            total = self.running_return[rows] + terminal.reward
+            counted = self.quota[rows] > 0
+            self.returns.extend(total[counted].tolist())
+            self.lengths.extend(self.running_length[rows][counted].tolist())
+            self.quota[rows] -= counted
+            self.running_return[rows] = 0.0
+            self.running_length[rows] = 0
+        if len(decision):
+            rows = self.rows.rows(decision.agent_id)
+            self._grow(rows)
+            self.running_return[rows] += decision.reward
+            self.running_length[rows] += 1
+
+    @property
+    def done(self) -> bool:
+        return len(self.returns) >= self.episodes
+
+
+def evaluate(env: BaseEnv, policy: Policy, episodes: int = 10,
+             max_env_steps: int = 1_000_000) -> Dict[str, Dict[str, float]]:
+    """Runs ``policy`` until every behavior has finished ``episodes`` episodes.
+
+    Returns:
+        Per behavior: ``behavior``, ``episodes``, ``mean_reward``, ``std_reward``,
+        ``mean_episode_length``.
+
+    Raises:
+        RuntimeError: when ``max_env_steps`` pass before that.
+    """
+    if episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    tallies = {name: _EpisodeTally(episodes) for name in env.behavior_specs}
+    env.reset()
+    for _ in range(max_env_steps):
+        for name, tally in tallies.items():
+            decision, terminal = env.get_steps(name)
+            tally.add(decision, terminal)
+            if len(terminal) and hasattr(policy, "episode_ended"):
+                policy.episode_ended(name, terminal.agent_id)
+            if len(decision):
+                env.set_actions(name, policy(name, decision))
+        if all(t.done for t in tallies.values()):
+            break
+        env.step()
+    else:
+        short = [n for n, t in tallies.items() if not t.done]
+        raise RuntimeError(f"evaluation stopped after {max_env_steps} env steps before "
+                           f"{episodes} episodes of {', '.join(short)} ended")
+    results = {}
+    for name, tally in tallies.items():
+        returns = np.asarray(tally.returns[:episodes])
+        results[name] = {"behavior": name, "episodes": len(returns),
+                         "mean_reward": float(returns.mean()), "std_reward": float(returns.std()),
+                         "mean_episode_length": float(np.mean(tally.lengths[:episodes]))}
+    return results
