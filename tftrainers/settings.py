@@ -1,0 +1,835 @@
+"""Run settings: ML-Agents' YAML schema as dataclasses, loaded strictly.
+
+A config file written for ``mlagents-learn`` (release 20/21) loads unchanged, except that
+``torch_settings`` is replaced by ``tf_settings``. Every key, default and meaning follows
+``mlagents/trainers/settings.py``; every problem in a file is a :class:`ConfigError` whose
+message is one line naming the file, the key path, what was given and what is allowed::
+
+    options = load_run_options("configs/ppo/Ball3D.yaml", overrides={"run_id": "ball"})
+    for name in env.behavior_specs:
+        trainer_settings = options.settings_for(name)     # TrainerSettings
+        trainer_settings.hyperparameters.batch_size        # 64
+    print(options.to_yaml())                               # --dry-run / configuration.yaml
+
+One small recursive converter (:func:`_build`) turns a mapping into any settings dataclass
+using its field types (``Optional[X]``, ``Dict[str, X]``, nested dataclasses, primitives)
+and field metadata (``help``, bounds, choices). Classes only *declare* what they accept:
+there is no per-class parsing code, no global mutable default and no import-time
+registration.
+"""
+import copy
+import dataclasses
+import difflib
+import logging
+import math
+import re
+from dataclasses import MISSING, dataclass, field
+from types import MappingProxyType
+from typing import (Any, Callable, ClassVar, Dict, Mapping, NoReturn, Optional, Tuple,
+                    Union, get_args, get_origin, get_type_hints)
+
+import yaml
+
+logger = logging.getLogger(__name__)
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+SCHEDULES = ("linear", "constant")
+
+
+class ConfigError(ValueError):
+    """A configuration problem; the message is one line naming file, key, value and fix."""
+
+    def __init__(self, message: str):
+        # The CLI prints this as the whole error (exit code 2, no traceback), so it must
+        # stay one line even when a YAML value or OS message contains newlines.
+        super().__init__(" ".join(str(message).splitlines()))
+
+
+def _opt(help: str, default: Any = MISSING, *, factory: Any = MISSING, **rules: Any) -> Any:
+    """Declares a settings field.
+
+    Args:
+        help: One line shown by ``--help`` and the docs.
+        default: Default value (MISSING makes the key required).
+        factory: Default factory for mutable defaults.
+        **rules: Checks and hooks read by the converter: ``ge``/``gt``/``le``/``lt``
+            (constant bounds), ``multiple_of``, ``choices`` (allowed values),
+            ``default_from`` (sibling field whose value is the default when None),
+            ``select_by`` + ``types`` (the dataclass to build is ``types[sibling]``),
+            ``key_types`` (a dict whose keys select the value dataclass), ``parse``
+            (``f(value, path, source)`` normalising the raw value first).
+    """
+    return field(default=default, default_factory=factory, metadata={"help": help, **rules})
+
+
+@dataclass(kw_only=True)
+class _Settings:
+    """Base of all settings classes: derived defaults, plain-dict export, help texts.
+
+    Class attributes a subclass may set (read by the converter, never mutated):
+        _aliases: deprecated key -> dotted path it is copied to when that path is not set.
+        _removed: key -> what to use instead (the key is an error).
+        _ignored: key -> why it is ignored (the key is dropped with a warning).
+        _relations: (left path, op, right path) checks between fields, op in
+            ``<=, >=, excludes``; skipped when either side is None.
+    """
+
+    _aliases: ClassVar[Mapping[str, str]] = _EMPTY
+    _removed: ClassVar[Mapping[str, str]] = _EMPTY
+    _ignored: ClassVar[Mapping[str, str]] = _EMPTY
+    _relations: ClassVar[Tuple[Tuple[str, str, str], ...]] = ()
+
+    def __post_init__(self):
+        # Defaults that depend on other fields are resolved here (not in the loader) so
+        # that settings built in code get them too.
+        for f in dataclasses.fields(self):
+            if getattr(self, f.name) is not None:
+                continue
+            if "default_from" in f.metadata:
+                setattr(self, f.name, getattr(self, f.metadata["default_from"]))
+            elif "select_by" in f.metadata:
+                cls = f.metadata["types"].get(getattr(self, f.metadata["select_by"]))
+                if cls is not None:
+                    setattr(self, f.name, cls())
+
+    def as_dict(self) -> Dict[str, Any]:
+        """Returns every field as plain dicts/lists/scalars, in declaration order."""
+        return _plain(self)
+
+    @classmethod
+    def field_help(cls) -> Dict[str, str]:
+        """Returns ``{field name: one-line help}`` for ``--help`` and the docs."""
+        return {f.name: f.metadata["help"] for f in dataclasses.fields(cls)}
+
+
+# ---------------------------------------------------------------------------- network
+
+
+@dataclass(kw_only=True)
+class MemorySettings(_Settings):
+    """Recurrent memory (an LSTM after the network body)."""
+
+    sequence_length: int = _opt("Steps per training sequence for the LSTM.", 64, ge=1)
+    memory_size: int = _opt("LSTM state size (h and c halves): a positive even number.",
+                            128, gt=0, multiple_of=2)
+
+
+@dataclass(kw_only=True)
+class NetworkSettings(_Settings):
+    """Shape of a network body: normalizer, encoders, hidden layers, optional memory."""
+
+    normalize: bool = _opt("Normalize vector observations with running mean/variance.", False)
+    hidden_units: int = _opt("Units per hidden layer.", 128, ge=1)
+    num_layers: int = _opt("Number of hidden layers after the encoders.", 2, ge=0)
+    vis_encode_type: str = _opt(
+        "Encoder for visual observations.", "simple",
+        choices=("simple", "nature_cnn", "resnet", "match3", "fully_connected"))
+    memory: Optional[MemorySettings] = _opt("Recurrent memory; null for none.", None)
+    goal_conditioning_type: str = _opt(
+        "How goal observations condition the network (hyper network or concatenation).",
+        "hyper", choices=("hyper", "none"))
+    deterministic: bool = _opt("Act with the distribution's mode instead of sampling.", False)
+
+
+# ---------------------------------------------------------------------- hyperparameters
+
+
+@dataclass(kw_only=True)
+class _OnPolicyHyperparameters(_Settings):
+    """Hyperparameters shared by PPO and MA-POCA."""
+
+    batch_size: int = _opt("Experiences per gradient step (minibatch size).", 1024, ge=1)
+    buffer_size: int = _opt("Experiences collected before an update; >= batch_size.",
+                            10240, ge=1)
+    learning_rate: float = _opt("Initial Adam learning rate.", 3.0e-4, gt=0)
+    beta: float = _opt("Entropy bonus strength.", 5.0e-3, ge=0)
+    epsilon: float = _opt("Clipping range of the policy ratio and of the value change.",
+                          0.2, gt=0, lt=1)
+    lambd: float = _opt("GAE lambda: bias/variance trade-off of advantages.", 0.95,
+                        ge=0, le=1)
+    num_epoch: int = _opt("Passes over the update buffer per update.", 3, ge=1)
+    learning_rate_schedule: str = _opt("Learning rate over training: linear decay or constant.",
+                                       "linear", choices=SCHEDULES)
+    beta_schedule: str = _opt("Entropy strength over training (default: learning_rate_schedule).",
+                              None, choices=SCHEDULES, default_from="learning_rate_schedule")
+    epsilon_schedule: str = _opt("Clipping range over training (default: learning_rate_schedule).",
+                                 None, choices=SCHEDULES, default_from="learning_rate_schedule")
+
+    _relations = (("buffer_size", ">=", "batch_size"),)
+
+
+@dataclass(kw_only=True)
+class PPOSettings(_OnPolicyHyperparameters):
+    """PPO hyperparameters (``trainer_type: ppo``)."""
+
+    shared_critic: bool = _opt("Share the network body between policy and value heads.", False)
+
+
+@dataclass(kw_only=True)
+class POCASettings(_OnPolicyHyperparameters):
+    """MA-POCA hyperparameters (``trainer_type: poca``); the same keys as PPO but shared_critic."""
+
+
+@dataclass(kw_only=True)
+class BCSettings(_Settings):
+    """Hyperparameters of the standalone behavioral cloning trainer (``trainer_type: bc``)."""
+
+    batch_size: int = _opt("Demonstration steps per gradient step.", 1024, ge=1)
+    num_epoch: int = _opt("Passes over the demonstrations per update.", 3, ge=1)
+    learning_rate: float = _opt("Initial Adam learning rate.", 3.0e-4, gt=0)
+    learning_rate_schedule: str = _opt("Learning rate over training: linear decay or constant.",
+                                       "linear", choices=SCHEDULES)
+
+
+#: trainer_type -> its hyperparameters class.
+TRAINER_TYPES: Mapping[str, type] = MappingProxyType(
+    {"ppo": PPOSettings, "poca": POCASettings, "bc": BCSettings})
+
+
+# ----------------------------------------------------------------------- reward signals
+
+# ML-Agents deprecated a reward signal's encoding_size in favour of its network_settings.
+_ENCODING_SIZE_ALIAS = MappingProxyType({"encoding_size": "network_settings.hidden_units"})
+
+
+@dataclass(kw_only=True)
+class RewardSignalSettings(_Settings):
+    """A reward signal (``extrinsic`` uses exactly these keys)."""
+
+    gamma: float = _opt("Discount factor of this reward stream.", 0.99, ge=0, le=1)
+    strength: float = _opt("Multiplier of this reward.", 1.0, ge=0)
+    network_settings: NetworkSettings = _opt("Network of the signal's model (if any).",
+                                             factory=NetworkSettings)
+
+
+@dataclass(kw_only=True)
+class CuriositySettings(RewardSignalSettings):
+    """Curiosity (ICM) intrinsic reward; ``encoding_size`` is read as network hidden_units."""
+
+    learning_rate: float = _opt("Learning rate of the forward/inverse models.", 3.0e-4, gt=0)
+
+    _aliases = _ENCODING_SIZE_ALIAS
+
+
+@dataclass(kw_only=True)
+class RNDSettings(RewardSignalSettings):
+    """Random network distillation intrinsic reward."""
+
+    learning_rate: float = _opt("Learning rate of the predictor network.", 1.0e-4, gt=0)
+
+    _aliases = _ENCODING_SIZE_ALIAS
+
+
+@dataclass(kw_only=True)
+class GAILSettings(RewardSignalSettings):
+    """GAIL reward from a discriminator trained against demonstrations."""
+
+    demo_path: str = _opt("Path to a .demo file or a folder of them.")
+    learning_rate: float = _opt("Learning rate of the discriminator.", 3.0e-4, gt=0)
+    encoding_size: Optional[int] = _opt(
+        "Deprecated: hidden units of the discriminator (use network_settings).", None, ge=1)
+    use_actions: bool = _opt("Discriminate on actions as well as observations.", False)
+    use_vail: bool = _opt("Use a variational information bottleneck in the discriminator.",
+                          False)
+
+    _aliases = _ENCODING_SIZE_ALIAS
+
+
+#: reward signal name -> its settings class.
+REWARD_SIGNAL_TYPES: Mapping[str, type] = MappingProxyType({
+    "extrinsic": RewardSignalSettings, "curiosity": CuriositySettings,
+    "rnd": RNDSettings, "gail": GAILSettings})
+
+
+@dataclass(kw_only=True)
+class BehavioralCloningSettings(_Settings):
+    """Behavioral cloning as an auxiliary loss of PPO/POCA (or the data of trainer_type bc)."""
+
+    demo_path: str = _opt("Path to a .demo file or a folder of them.")
+    steps: int = _opt("Steps over which the BC strength decays to 0 (0: constant).", 0, ge=0)
+    strength: float = _opt("Weight of the BC loss relative to the RL loss.", 1.0, ge=0)
+    samples_per_update: int = _opt("Demonstration samples per update (0: all).", 0, ge=0)
+    num_epoch: Optional[int] = _opt("Passes over the demonstrations (null: trainer's).",
+                                    None, ge=1)
+    batch_size: Optional[int] = _opt("Demonstration minibatch size (null: trainer's).",
+                                     None, ge=1)
+
+
+# ------------------------------------------------------------------------------ trainer
+
+
+@dataclass(kw_only=True)
+class TrainerSettings(_Settings):
+    """Everything about training one behavior (``behaviors.<Name>`` / ``default_settings``)."""
+
+    trainer_type: str = _opt("Trainer: ppo, poca (MA-POCA) or bc (behavioral cloning).",
+                             "ppo", choices=TRAINER_TYPES)
+    hyperparameters: Union[PPOSettings, POCASettings, BCSettings] = _opt(
+        "Algorithm hyperparameters; the keys depend on trainer_type.", None,
+        select_by="trainer_type", types=TRAINER_TYPES)
+    network_settings: NetworkSettings = _opt("Policy (and critic) network.",
+                                             factory=NetworkSettings)
+    reward_signals: Dict[str, RewardSignalSettings] = _opt(
+        "Reward signals by name: extrinsic, curiosity, rnd, gail.",
+        factory=lambda: {"extrinsic": RewardSignalSettings()},
+        key_types=REWARD_SIGNAL_TYPES)
+    init_path: Optional[str] = _opt("Checkpoint to initialize this behavior's weights from.",
+                                    None)
+    keep_checkpoints: int = _opt("Number of recent checkpoints (and .onnx) to keep.", 5, ge=1)
+    even_checkpoints: bool = _opt(
+        "Space checkpoints evenly: checkpoint_interval = max_steps / keep_checkpoints.", False)
+    checkpoint_interval: int = _opt("Steps between checkpoints.", 500000, ge=1)
+    max_steps: int = _opt("Total environment steps to train for.", 500000, ge=0)
+    time_horizon: int = _opt("Steps per agent before a trajectory is cut and bootstrapped.",
+                             64, ge=1)
+    summary_freq: int = _opt("Steps between stats summaries.", 50000, ge=1)
+    threaded: bool = _opt("Update the policy while the environment steps.", False)
+    self_play: Optional[Dict[str, Any]] = _opt("Self-play settings (kept as given).", None)
+    behavioral_cloning: Optional[BehavioralCloningSettings] = _opt(
+        "Behavioral cloning from demonstrations; null for none.", None)
+
+    _ignored = MappingProxyType({"framework": "ML-Agents deprecated it; TensorFlow is used"})
+    _relations = (("network_settings.memory.sequence_length", "<=",
+                   "hyperparameters.batch_size"),)
+
+    def __post_init__(self):
+        super().__post_init__()
+        # Mirrors ML-Agents: even_checkpoints overrides checkpoint_interval.
+        if self.even_checkpoints and self.keep_checkpoints > 0:
+            self.checkpoint_interval = max(1, int(self.max_steps / self.keep_checkpoints))
+
+
+# -------------------------------------------------------------------------- run level
+
+
+def _parse_env_args(value: Any, path: str, source: str) -> Any:
+    """Normalises env_args given as ``{k: v}`` or ``["k=v", ...]`` to a dict."""
+    allowed = "a mapping {key: value} or a list of 'key=value' strings"
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        items = list(value.items())
+    elif isinstance(value, (list, tuple)):
+        items = []
+        for i, item in enumerate(value):
+            key = item.split("=", 1)[0].strip() if isinstance(item, str) else ""
+            if not key or "=" not in item:
+                _fail(source, f"{path}[{i}]", f"{_show(item)} is not a 'key=value' string",
+                      allowed)
+            items.append((key, item.split("=", 1)[1]))
+    else:
+        _fail(source, path, _wrong(value), allowed)
+    for key, val in items:
+        if not isinstance(key, str):
+            _fail(source, f"{path}.{key}", f"key {_show(key)} is {_kind(key)}", allowed)
+        if val is not None and not isinstance(val, (str, int, float, bool)):
+            _fail(source, f"{path}.{key}", _wrong(val), "a string, number or boolean")
+    return dict(items)
+
+
+@dataclass(kw_only=True)
+class EnvironmentSettings(_Settings):
+    """Which environment to run and how many copies."""
+
+    env_path: Optional[str] = _opt(
+        "Environment: builtin:NAME, gym:ID, pettingzoo:MODULE.ENV or a Unity build path.", None)
+    env_args: Optional[Dict[str, Any]] = _opt(
+        "Arguments passed to the environment ({k: v} or a list of 'k=v').", None,
+        parse=_parse_env_args)
+    base_port: int = _opt("First port for Unity environments.", 5005, ge=1, le=65535)
+    num_envs: int = _opt("Environment copies run in parallel.", 1, ge=1)
+    num_areas: int = _opt("Training areas per environment copy.", 1, ge=1)
+    timeout_wait: int = _opt("Seconds to wait for a Unity environment to answer.", 60, ge=1)
+    seed: int = _opt("Random seed (-1: pick one at random).", -1)
+    max_lifetime_restarts: int = _opt("Crashes an environment may restart from (-1: no limit).",
+                                      10, ge=-1)
+    restarts_rate_limit_n: int = _opt("Restarts allowed per rate-limit period (-1: no limit).",
+                                      1, ge=-1)
+    restarts_rate_limit_period_s: int = _opt("Length of the restart rate-limit period (s).",
+                                             60, ge=0)
+
+
+@dataclass(kw_only=True)
+class EngineSettings(_Settings):
+    """Unity engine settings (accepted for compatibility; built-in envs ignore them)."""
+
+    width: int = _opt("Window width.", 84, ge=1)
+    height: int = _opt("Window height.", 84, ge=1)
+    quality_level: int = _opt("Unity quality level.", 5, ge=0)
+    time_scale: float = _opt("Simulation speed multiplier.", 20.0, gt=0)
+    target_frame_rate: int = _opt("Target frame rate (-1: unlimited).", -1, ge=-1)
+    capture_frame_rate: int = _opt("Frame rate used for capture.", 60, ge=0)
+    no_graphics: bool = _opt("Run the environment without rendering.", False)
+
+
+@dataclass(kw_only=True)
+class CheckpointSettings(_Settings):
+    """Where results go and how a run starts (fresh, resumed, initialized from another)."""
+
+    run_id: str = _opt("Run name: results go to results_dir/run_id.", "ppo")
+    initialize_from: Optional[str] = _opt("Run id whose weights initialize this run.", None)
+    load_model: bool = _opt("Deprecated alias of resume.", False)
+    resume: bool = _opt("Continue the run from its last checkpoint.", False)
+    force: bool = _opt("Overwrite an existing run with the same run_id.", False)
+    train_model: bool = _opt("Deprecated; training is the default.", False)
+    inference: bool = _opt("Run the policy without training.", False)
+    results_dir: str = _opt("Folder holding all runs.", "results")
+
+    _relations = (("resume", "excludes", "force"),)
+
+
+@dataclass(kw_only=True)
+class TFSettings(_Settings):
+    """TensorFlow placement (replaces ML-Agents' torch_settings)."""
+
+    device: Optional[str] = _opt("Device to train on: cpu or gpu (null: TensorFlow decides).",
+                                 None, choices=("cpu", "gpu"))
+
+
+@dataclass(kw_only=True)
+class RunOptions(_Settings):
+    """A whole training run: one YAML file plus command-line overrides."""
+
+    default_settings: Optional[TrainerSettings] = _opt(
+        "Settings every behavior starts from (deep-merged under its own).", None)
+    behaviors: Dict[str, TrainerSettings] = _opt("Trainer settings per behavior name.",
+                                                 factory=dict)
+    env_settings: EnvironmentSettings = _opt("Environment to train in.",
+                                             factory=EnvironmentSettings)
+    engine_settings: EngineSettings = _opt("Unity engine settings.", factory=EngineSettings)
+    checkpoint_settings: CheckpointSettings = _opt("Run id, results folder, resume/force.",
+                                                   factory=CheckpointSettings)
+    tf_settings: TFSettings = _opt("TensorFlow device placement.", factory=TFSettings)
+    environment_parameters: Optional[Dict[str, Any]] = _opt(
+        "Environment parameters, samplers and curricula (kept as given).", None)
+    debug: bool = _opt("Log debug messages.", False)
+
+    _removed = MappingProxyType({
+        "torch_settings": "use tf_settings (device: cpu or gpu) instead; "
+                          "tftrainers runs on TensorFlow"})
+    # Name of the file the options came from, for messages raised after loading.
+    _source: ClassVar[str] = "<settings>"
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "<dict>",
+                  overrides: Optional[Mapping[str, Any]] = None) -> "RunOptions":
+        """Builds run options from a parsed YAML document.
+
+        Args:
+            data: The document (must be a mapping).
+            source: Name used in error messages (the file path).
+            overrides: Command-line overrides, see :func:`load_run_options`.
+
+        Returns:
+            The options, behaviors already merged with default_settings.
+
+        Raises:
+            ConfigError: On any problem in ``data`` or ``overrides``.
+        """
+        if not isinstance(data, Mapping):
+            what = "empty" if data is None else f"{_kind(data)}, not a mapping"
+            _fail(source, "", f"the top level is {what}",
+                  "a mapping with keys " + _names(cls))
+        data = dict(data)
+        defaults, behaviors = data.get("default_settings"), data.get("behaviors")
+        if isinstance(defaults, Mapping) and isinstance(behaviors, Mapping):
+            data["behaviors"] = {name: _with_defaults(defaults, settings)
+                                 for name, settings in behaviors.items()}
+        options = _build(cls, data, "", source)
+        _apply_overrides(options, overrides or {})
+        options._source = source
+        return options
+
+    def settings_for(self, behavior_name: str) -> TrainerSettings:
+        """Returns the settings to train ``behavior_name`` with.
+
+        Args:
+            behavior_name: A behavior the environment exposes; Unity's self-play suffix
+                (``Striker?team=0``) is ignored, as in ML-Agents.
+
+        Returns:
+            The behavior's settings, else a copy of default_settings.
+
+        Raises:
+            ConfigError: If the behavior has no settings and there is no default_settings.
+        """
+        for name in (behavior_name, behavior_name.split("?", 1)[0]):
+            if name in self.behaviors:
+                return self.behaviors[name]
+        if self.default_settings is not None:
+            return copy.deepcopy(self.default_settings)
+        configured = ", ".join(self.behaviors) or "(none)"
+        _fail(self._source, f"behaviors.{behavior_name}",
+              f"the environment exposes behavior {behavior_name!r} but it has no settings "
+              f"and there is no default_settings",
+              f"settings for one of the configured behaviors ({configured}), "
+              f"or add behaviors.{behavior_name} or default_settings")
+
+    def to_yaml(self) -> str:
+        """Returns the fully resolved options as YAML; loading it gives equal options."""
+        return yaml.safe_dump(self.as_dict(), sort_keys=False, default_flow_style=False)
+
+
+# Command-line override -> (section of RunOptions, field in it).
+_OVERRIDES: Mapping[str, Tuple[str, str]] = MappingProxyType({
+    "env_path": ("env_settings", "env_path"),
+    "env_args": ("env_settings", "env_args"),
+    "num_envs": ("env_settings", "num_envs"),
+    "seed": ("env_settings", "seed"),
+    "run_id": ("checkpoint_settings", "run_id"),
+    "resume": ("checkpoint_settings", "resume"),
+    "force": ("checkpoint_settings", "force"),
+    "initialize_from": ("checkpoint_settings", "initialize_from"),
+    "inference": ("checkpoint_settings", "inference"),
+    "results_dir": ("checkpoint_settings", "results_dir"),
+    "device": ("tf_settings", "device"),
+})
+
+
+def load_run_options(path: str, overrides: Optional[Mapping[str, Any]] = None) -> RunOptions:
+    """Loads an ML-Agents-style YAML config file.
+
+    Args:
+        path: The YAML file.
+        overrides: Command-line values applied on top of the file: env_path, env_args
+            (dict), num_envs, seed, run_id, resume, force, initialize_from, inference,
+            results_dir, device. A None value means "not given" and is skipped.
+
+    Returns:
+        The validated options.
+
+    Raises:
+        ConfigError: With a one-line message for a missing or unreadable file, invalid
+            YAML, or any unknown key, wrong type or out-of-range value.
+    """
+    source = str(path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        raise ConfigError(f"{source}: no such config file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{source}: is a directory, not a config file") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{source}: not a text file; allowed: a UTF-8 YAML file") from None
+    except OSError as err:
+        raise ConfigError(f"{source}: cannot be read ({err.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or type(err).__name__
+        raise ConfigError(f"{source}: not valid YAML ({problem}{where})") from None
+    return RunOptions.from_dict(data, source=source, overrides=overrides)
+
+
+# ------------------------------------------------------------------------- the converter
+
+
+def _build(cls: type, data: Any, path: str, source: str) -> Any:
+    """Converts a mapping into the settings dataclass ``cls``, checking everything."""
+    if data is None:
+        data = {}  # an empty YAML section ("env_settings:") means all defaults
+    if not isinstance(data, Mapping):
+        _fail(source, path, _wrong(data), "a mapping with keys " + _names(cls))
+    data = dict(data)
+    for key, instead in cls._removed.items():
+        if key in data:
+            _fail(source, _join(path, key), "is not supported", instead)
+    for key, why in cls._ignored.items():
+        if data.pop(key, None) is not None:
+            logger.warning("%s: %s is ignored (%s)", source, _join(path, key), why)
+    names = [f.name for f in dataclasses.fields(cls)]
+    for old, new in cls._aliases.items():
+        if old in data:
+            logger.warning("%s: %s is deprecated; use %s", source, _join(path, old),
+                           _join(path, new))
+            data = _set_if_absent(data, new.split("."), data[old])
+            if old not in names:
+                del data[old]
+    for key in data:
+        if key not in names:
+            close = difflib.get_close_matches(str(key), names, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            _fail(source, _join(path, str(key)), f"unknown key for {cls.__name__}{hint}",
+                  ", ".join(names))
+    hints = get_type_hints(cls)
+    kwargs: Dict[str, Any] = {}
+    # Declaration order, not file order: a field that selects another's type
+    # (trainer_type -> hyperparameters) is always converted first.
+    for f in dataclasses.fields(cls):
+        fpath = _join(path, f.name)
+        if f.name in data:
+            selector = None
+            if "select_by" in f.metadata:
+                name = f.metadata["select_by"]
+                selector = kwargs.get(name, _default_of(cls, name))
+            kwargs[f.name] = _convert(hints[f.name], data[f.name], fpath, source, f.metadata,
+                                      selector)
+        elif f.default is MISSING and f.default_factory is MISSING:
+            _fail(source, fpath, "required key is missing", f.metadata["help"])
+    obj = cls(**kwargs)
+    _check(obj, path, source)
+    return obj
+
+
+def _convert(tp: Any, value: Any, path: str, source: str, meta: Mapping[str, Any],
+             selector: Any = None) -> Any:
+    """Converts one raw value to the field type ``tp``; see :func:`_opt` for ``meta``."""
+    if "parse" in meta:
+        value = meta["parse"](value, path, source)
+    origin, args = get_origin(tp), get_args(tp)
+    if tp is Any:
+        result = copy.deepcopy(value)
+    elif origin is Union:
+        if value is None and type(None) in args:
+            return None
+        if "select_by" in meta:
+            return _build(meta["types"][selector], value, path, source)
+        inner = [a for a in args if a is not type(None)]
+        # "parse" already ran; only Optional[X] reaches here (select_by handles the rest).
+        result = _convert(inner[0], value, path, source,
+                          {k: v for k, v in meta.items() if k != "parse"})
+    elif origin is dict:
+        if value is None:
+            value = {}  # an empty YAML section ("behaviors:") means none
+        if not isinstance(value, Mapping):
+            _fail(source, path, _wrong(value), "a mapping")
+        key_types = meta.get("key_types")
+        result = {}
+        for key, item in value.items():
+            kpath = _join(path, str(key))
+            if not isinstance(key, str):
+                _fail(source, kpath, f"key {_show(key)} is {_kind(key)}", "a string key")
+            if key_types is None:
+                result[key] = _convert(args[1], item, kpath, source, _EMPTY)
+            elif key in key_types:
+                result[key] = _build(key_types[key], item, kpath, source)
+            else:
+                _fail(source, kpath, "unknown key", ", ".join(key_types))
+        return result
+    elif dataclasses.is_dataclass(tp):
+        return _build(tp, value, path, source)
+    else:
+        result = _convert_scalar(tp, value, path, source)
+    choices = meta.get("choices")
+    if choices is not None and result not in choices:
+        _fail(source, path, f"{_show(result)} is not a known value", ", ".join(choices))
+    return result
+
+
+# PyYAML implements YAML 1.1, where "3e-4" (no dot) is a string, not a float; such
+# strings are read as the number the user meant.
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def _convert_scalar(tp: type, value: Any, path: str, source: str) -> Any:
+    """Converts a YAML scalar to bool, int, float or str, or fails."""
+    allowed = {bool: "true or false", int: "an integer", float: "a number",
+               str: "a string"}[tp]
+    if tp is bool or tp is str:
+        if isinstance(value, tp):
+            return value
+    elif isinstance(value, bool):
+        pass  # bool is an int subclass, but true is never a number in a config
+    elif isinstance(value, int):
+        return value if tp is int else float(value)
+    else:
+        number = value
+        if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
+            number = float(value)
+        if isinstance(number, float):
+            if not math.isfinite(number):
+                _fail(source, path, f"{_show(value)} is not a finite number", allowed)
+            if tp is float:
+                return number
+            # ML-Agents reads legacy "max_steps: 5.0e5"; whole floats are fine for ints.
+            if number.is_integer():
+                return int(number)
+            _fail(source, path, f"{_show(value)} is not a whole number", allowed)
+    _fail(source, path, _wrong(value), allowed)
+
+
+def _check(obj: _Settings, path: str, source: str) -> None:
+    """Checks the bounds in field metadata and the class's relations on a built object."""
+    for f in dataclasses.fields(obj):
+        value, meta = getattr(obj, f.name), f.metadata
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        lower = next(((op, meta[k]) for k, op in (("ge", "<="), ("gt", "<")) if k in meta), None)
+        upper = next(((op, meta[k]) for k, op in (("le", "<="), ("lt", "<")) if k in meta), None)
+        # Written as "not (ok)" so that NaN fails too.
+        ok = ((lower is None or _compare(lower[1], lower[0], value))
+              and (upper is None or _compare(value, upper[0], upper[1]))
+              and ("multiple_of" not in meta or value % meta["multiple_of"] == 0))
+        if not ok:
+            if lower and upper:
+                rule = f"{_show(lower[1])} {lower[0]} {f.name} {upper[0]} {_show(upper[1])}"
+            elif lower:
+                rule = f"{f.name} {'>=' if lower[0] == '<=' else '>'} {_show(lower[1])}"
+            elif upper:
+                rule = f"{f.name} {upper[0]} {_show(upper[1])}"
+            else:
+                rule = f.name
+            if "multiple_of" in meta:
+                rule += f" and divisible by {meta['multiple_of']}"
+            _fail(source, _join(path, f.name), f"{_show(value)} is out of range", rule)
+    for left, op, right in obj._relations:
+        a, b = _lookup(obj, left), _lookup(obj, right)
+        if a is None or b is None:
+            continue
+        if op == "excludes":
+            if a and b:
+                _fail(source, _join(path, left), f"{_show(a)} together with {right}: {_show(b)}",
+                      f"at most one of {left}, {right}")
+        elif not _compare(a, op, b):
+            _fail(source, _join(path, left), f"{_show(a)} is out of range",
+                  f"{left} {op} {right} ({_show(b)})")
+
+
+def _apply_overrides(options: RunOptions, overrides: Mapping[str, Any]) -> None:
+    """Sets command-line values on ``options``, validated like file values."""
+    source = "command line"
+    for key, value in overrides.items():
+        if key not in _OVERRIDES:
+            _fail(source, str(key), "unknown override", ", ".join(_OVERRIDES))
+        if value is None:
+            continue
+        section_name, name = _OVERRIDES[key]
+        section = getattr(options, section_name)
+        f = next(f for f in dataclasses.fields(section) if f.name == name)
+        tp = get_type_hints(type(section))[name]
+        setattr(section, name, _convert(tp, value, f"{section_name}.{name}", source, f.metadata))
+    for section_name in dict.fromkeys(s for s, _ in _OVERRIDES.values()):
+        _check(getattr(options, section_name), section_name, source)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _with_defaults(defaults: Mapping[str, Any], settings: Any) -> Any:
+    """Deep-merges a behavior's raw settings over default_settings' raw settings."""
+    if settings is None:
+        settings = {}
+    if not isinstance(settings, Mapping):
+        return settings  # the converter reports the wrong type
+    # Hyperparameters depend on trainer_type: a behavior inherits only the default keys
+    # its own trainer has (a ppo-only beta must not break a bc behavior).
+    trainer_type = settings.get("trainer_type", defaults.get("trainer_type", "ppo"))
+    hyper_cls = TRAINER_TYPES.get(trainer_type) if isinstance(trainer_type, str) else None
+    inherited = defaults.get("hyperparameters")
+    if hyper_cls is not None and isinstance(inherited, Mapping):
+        known = {f.name for f in dataclasses.fields(hyper_cls)}
+        defaults = {**defaults,
+                    "hyperparameters": {k: v for k, v in inherited.items() if k in known}}
+    return _deep_merge(defaults, settings)
+
+
+def _deep_merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> Dict[str, Any]:
+    """Returns ``base`` updated by ``update`` at every nesting level (inputs untouched)."""
+    merged = copy.deepcopy(dict(base))
+    for key, value in update.items():
+        if isinstance(merged.get(key), Mapping) and isinstance(value, Mapping):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def _set_if_absent(data: Dict[str, Any], keys: list, value: Any) -> Dict[str, Any]:
+    """Returns a copy of ``data`` with ``value`` at the nested ``keys`` unless one is there."""
+    head, rest = keys[0], keys[1:]
+    if not rest:
+        return data if head in data else {**data, head: value}
+    inner = data.get(head)
+    if inner is None:
+        inner = {}
+    if not isinstance(inner, Mapping):
+        return data  # the converter reports the wrong type
+    return {**data, head: _set_if_absent(dict(inner), rest, value)}
+
+
+def _default_of(cls: type, name: str) -> Any:
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    return f.default_factory() if f.default_factory is not MISSING else f.default
+
+
+def _lookup(obj: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
+
+
+_COMPARE: Mapping[str, Callable[[Any, Any], bool]] = MappingProxyType({
+    "<=": lambda a, b: a <= b, "<": lambda a, b: a < b,
+    ">=": lambda a, b: a >= b, ">": lambda a, b: a > b})
+
+
+def _compare(a: Any, op: str, b: Any) -> bool:
+    return _COMPARE[op](a, b)
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _names(cls: type) -> str:
+    return ", ".join(f.name for f in dataclasses.fields(cls))
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return f"a {type(value).__name__}"
+
+
+def _wrong(value: Any) -> str:
+    """Describes a value of the wrong type: "'fast' is a string"."""
+    return "got null" if value is None else f"{_show(value)} is {_kind(value)}"
+
+
+def _show(value: Any) -> str:
+    """Shows a value the way YAML users write it, on one short line."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _fail(source: str, path: str, problem: str, allowed: Optional[str] = None) -> NoReturn:
+    where = f"{source}: {path}: " if path else f"{source}: "
+    raise ConfigError(where + problem + (f"; allowed: {allowed}" if allowed else ""))
+
+
+__all__ = [
+    "BCSettings", "BehavioralCloningSettings", "CheckpointSettings", "ConfigError",
+    "CuriositySettings", "EngineSettings", "EnvironmentSettings", "GAILSettings",
+    "MemorySettings", "NetworkSettings", "POCASettings", "PPOSettings", "REWARD_SIGNAL_TYPES",
+    "RNDSettings", "RewardSignalSettings", "RunOptions", "SCHEDULES", "TFSettings",
+    "TRAINER_TYPES", "TrainerSettings", "load_run_options",
+]
