@@ -121,3 +121,17 @@ def test_checker_reports_violations(flaw, message):
 
 def test_checker_passes_a_correct_env():
     assert check_env(BrokenEnv("none"), n_steps=5)["B"]["decisions"] == 12
+
+
+def test_multi_env_merges_instances_and_routes_actions():
+    from tftrainers.envs.multi_env import MultiEnv
+    env = MultiEnv([make("builtin:GridWorld", seed=s, num_areas=3) for s in (1, 2)])
+    assert check_env(env, n_steps=100)["GridWorld"]["decisions"] > 0
+    env.reset()
+    decision, _ = env.get_steps("GridWorld")
+    assert decision.agent_id.tolist() == [0, 2, 4, 1, 3, 5]
+    actions = env.heuristic("GridWorld", decision)
+    direct = env.envs[1].heuristic("GridWorld", env.envs[1].get_steps("GridWorld")[0])
+    assert np.array_equal(actions.discrete[3:], direct.discrete)
+    env.set_actions("GridWorld", actions)
+    env.step()
