@@ -99,7 +99,7 @@ def test_defaults_match_ml_agents():
     e = S.EnvironmentSettings()
     assert (e.env_path, e.env_args, e.base_port, e.num_envs, e.num_areas, e.seed,
             e.max_lifetime_restarts, e.restarts_rate_limit_n,
-            e.restarts_rate_limit_period_s) == (None, None, 5005, 1, 1, -1, 10, 1, 60)
+            e.restarts_rate_limit_period_s) == (None, None, 5005, 1, None, -1, 10, 1, 60)
     g = S.EngineSettings()
     assert (g.width, g.height, g.quality_level, g.time_scale, g.target_frame_rate,
             g.capture_frame_rate, g.no_graphics) == (84, 84, 5, 20, -1, 60, False)
@@ -417,7 +417,7 @@ def test_resume_and_force_together_is_an_error(tmp_path):
     ({"device": "tpu"}, "command line: tf_settings.device: 'tpu' is not a known value; "
                         "allowed: cpu, gpu"),
     ({"max_steps": 5}, "command line: max_steps: unknown override; allowed: env_path, "
-                       "env_args, num_envs, seed, run_id, resume, force"),
+                       "env_args, num_envs, num_areas, seed, run_id, resume, force"),
 ])
 def test_bad_overrides(tmp_path, overrides, expected):
     assert load_error(tmp_path, BALL3D, overrides).startswith(expected)

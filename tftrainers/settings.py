@@ -338,7 +338,9 @@ class EnvironmentSettings(_Settings):
         parse=_parse_env_args)
     base_port: int = _opt("First port for Unity environments.", 5005, ge=1, le=65535)
     num_envs: int = _opt("Environment copies run in parallel.", 1, ge=1)
-    num_areas: int = _opt("Training areas per environment copy.", 1, ge=1)
+    num_areas: Optional[int] = _opt(
+        "Training areas per environment copy (null: the environment's own default).", None,
+        ge=1)
     timeout_wait: int = _opt("Seconds to wait for a Unity environment to answer.", 60, ge=1)
     seed: int = _opt("Random seed (-1: pick one at random).", -1)
     max_lifetime_restarts: int = _opt("Crashes an environment may restart from (-1: no limit).",
@@ -475,6 +477,7 @@ _OVERRIDES: Mapping[str, Tuple[str, str]] = MappingProxyType({
     "env_path": ("env_settings", "env_path"),
     "env_args": ("env_settings", "env_args"),
     "num_envs": ("env_settings", "num_envs"),
+    "num_areas": ("env_settings", "num_areas"),
     "seed": ("env_settings", "seed"),
     "run_id": ("checkpoint_settings", "run_id"),
     "resume": ("checkpoint_settings", "resume"),
