@@ -1,0 +1,161 @@
+"""The network body shared by policies and critics (ML-Agents ``NetworkBody``).
+
+observations -> one encoder each -> concat -> ``num_layers`` x Dense(hidden_units, swish)
+-> optional LSTM (``memory_size // 2`` units). Usage::
+
+    body = NetworkBody(spec.observation_specs, hidden_units=128, num_layers=2,
+                       normalize=True, vis_encode_type="simple", memory_size=0)
+    encoding, _ = body(obs_list)                       # [B, 128]
+    body.update_normalization(obs_list)                # running mean/var of vector obs
+
+With memory the recurrent state is one tensor, ``memory`` [B, memory_size] =
+concat(h, c), as in ML-Agents and the exported ``recurrent_in`` / ``recurrent_out``::
+
+    # acting: one step per agent
+    encoding, memory = body(obs_list, memory=memory)
+    # training: a flat batch of N sequences of length L, rows [seq0 t0..tL-1, seq1 t0.., ...];
+    # memory holds the stored memory at the first step of each sequence, [N, memory_size]
+    encoding, last_memory = body(obs_list, memory=first_memories, sequence_length=L)
+    # encoding: [N * L, memory_size // 2], last_memory: [N, memory_size]
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence, Tuple
+
+import keras
+import tensorflow as tf
+
+from tftrainers.envs.base import ObservationKind, ObservationSpec
+from tftrainers.networks.encoders import VectorInput, make_visual_encoder
+from tftrainers.networks.layers import kaiming_normal, swish, track_layers
+
+
+class NetworkBody(keras.layers.Layer):
+    """Encodes a list of observations into one vector, optionally through an LSTM.
+
+    Args:
+        observation_specs: one spec per observation, in the env's order (vector or visual;
+            variable-length observations are not supported yet).
+        hidden_units: width of the hidden layers (and of each visual encoding).
+        num_layers: number of hidden Dense + swish layers after the concatenation.
+        normalize: keep running mean/variance of vector observations and normalise them.
+        vis_encode_type: ``simple``, ``nature_cnn``, ``resnet`` or ``fully_connected``.
+        memory_size: 0 for no memory; otherwise an even size, the LSTM having
+            ``memory_size // 2`` units.
+
+    Raises:
+        ValueError: on an unsupported observation, a too-small image, or an odd memory size.
+    """
+
+    def __init__(self, observation_specs: Sequence[ObservationSpec], hidden_units: int = 128,
+                 num_layers: int = 2, normalize: bool = False, vis_encode_type: str = "simple",
+                 memory_size: int = 0, name: str | None = None, **kwargs):
+        super().__init__(name=name, **kwargs)
+        if memory_size < 0 or memory_size % 2:
+            raise ValueError(f"memory_size must be 0 (no memory) or a positive even number "
+                             f"(h and c halves of the LSTM state), got {memory_size}")
+        if not observation_specs:
+            raise ValueError("a network body needs at least one observation")
+        self.observation_specs = tuple(observation_specs)
+        self.hidden_units = int(hidden_units)
+        self.num_layers = int(num_layers)
+        self.memory_size = int(memory_size)
+
+        encoders = []
+        for i, spec in enumerate(self.observation_specs):
+            if spec.kind == ObservationKind.VECTOR:
+                encoders.append(VectorInput(spec.shape[0], normalize, name=f"vector_input_{i}"))
+            elif spec.kind == ObservationKind.VISUAL:
+                encoders.append(make_visual_encoder(vis_encode_type, spec.shape, hidden_units,
+                                                    obs_name=spec.name,
+                                                    name=f"visual_encoder_{i}"))
+            else:
+                raise ValueError(f"observation '{spec.name}' is {spec.kind.value}; the network "
+                                 f"body supports vector and visual observations only")
+        self.encoders = track_layers(self, "encoder", encoders)
+
+        size = sum(encoder.output_size for encoder in self.encoders)
+        hidden = []
+        for i in range(self.num_layers):
+            dense = keras.layers.Dense(self.hidden_units, kernel_initializer=kaiming_normal(1.0),
+                                       name=f"hidden_{i}")
+            dense.build((None, size))
+            size = self.hidden_units
+            hidden.append(dense)
+        self.hidden_layers = track_layers(self, "hidden", hidden)
+
+        self.lstm_cell = None
+        self._lstm_sequence = None
+        if self.memory_size:
+            # unit_forget_bias (on by default) matches ML-Agents' forget_bias=1.0.
+            self.lstm_cell = keras.layers.LSTMCell(self.memory_size // 2, name="lstm")
+            self.lstm_cell.build((None, size))
+            # Sequences run through the same cell in a while loop; single steps (acting,
+            # export) call the cell directly so exported graphs have no loop.
+            self._lstm_sequence = keras.layers.RNN(self.lstm_cell, return_sequences=True,
+                                                   return_state=True, name="lstm_sequence")
+            self._lstm_sequence.build((None, None, size))
+            size = self.memory_size // 2
+        self.encoding_size = size
+        self.built = True
+
+    @property
+    def lstm_units(self) -> int:
+        return self.memory_size // 2
+
+    def call(self, obs: Sequence[tf.Tensor], memory: Optional[tf.Tensor] = None,
+             sequence_length: int = 1) -> Tuple[tf.Tensor, Optional[tf.Tensor]]:
+        """Encodes a batch.
+
+        Args:
+            obs: one tensor per observation spec, [B, *shape] float32 (B = N * L).
+            memory: [N, memory_size] float32, the state before the first step of each
+                sequence; None means zeros. Ignored without memory.
+            sequence_length: L, a Python int; the batch is N sequences of L steps.
+
+        Returns:
+            encoding: [B, encoding_size] (encoding_size = memory_size // 2 with memory,
+                else hidden_units, or the concatenated input size when num_layers is 0).
+            new_memory: [N, memory_size], the state after the last step of each sequence;
+                None without memory.
+        """
+        if len(obs) != len(self.encoders):
+            raise ValueError(f"expected {len(self.encoders)} observations "
+                             f"({', '.join(s.name for s in self.observation_specs)}), "
+                             f"got {len(obs)}")
+        encodings = [encoder(o) for encoder, o in zip(self.encoders, obs)]
+        x = encodings[0] if len(encodings) == 1 else tf.concat(encodings, axis=-1)
+        for dense in self.hidden_layers:
+            x = swish(dense(x))
+        if not self.memory_size:
+            return x, None
+        return self._recurrent(x, memory, int(sequence_length))
+
+    def _recurrent(self, x: tf.Tensor, memory: Optional[tf.Tensor],
+                   sequence_length: int) -> Tuple[tf.Tensor, tf.Tensor]:
+        if sequence_length < 1:
+            raise ValueError(f"sequence_length must be >= 1, got {sequence_length}")
+        if memory is None:
+            n_sequences = tf.shape(x)[0] // sequence_length
+            memory = tf.zeros(tf.stack([n_sequences, self.memory_size]), x.dtype)
+        h, c = tf.split(memory, 2, axis=-1)
+        if sequence_length == 1:
+            out, (h, c) = self.lstm_cell(x, [h, c])
+            return out, tf.concat([h, c], axis=-1)
+        sequences = tf.reshape(x, [-1, sequence_length, x.shape[-1]])
+        out, h, c = self._lstm_sequence(sequences, initial_state=[h, c])
+        return tf.reshape(out, [-1, self.lstm_units]), tf.concat([h, c], axis=-1)
+
+    def update_normalization(self, obs: Sequence[tf.Tensor]) -> None:
+        """Adds a batch of observations (one [n, *shape] per spec) to the running statistics
+        of the vector observations. A graph op; no-op when ``normalize`` is off."""
+        for encoder, o in zip(self.encoders, obs):
+            if isinstance(encoder, VectorInput):
+                encoder.update_normalization(o)
+
+    def copy_normalization(self, other: "NetworkBody") -> None:
+        """Takes the normalisation statistics of another body built for the same specs."""
+        for mine, theirs in zip(self.encoders, other.encoders):
+            if isinstance(mine, VectorInput) and mine.normalizer is not None \
+                    and getattr(theirs, "normalizer", None) is not None:
+                mine.normalizer.copy_from(theirs.normalizer)
