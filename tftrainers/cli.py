@@ -70,5 +70,54 @@ def evaluate_main(argv: Optional[List[str]] = None) -> int:
     return 0
 
 
+def learn_main(argv: Optional[List[str]] = None) -> int:
+    """``tftrainers-learn CONFIG``: train (or run in inference) as ``mlagents-learn`` does."""
+    from tftrainers.checkpoint import CheckpointError
+    from tftrainers.runner import RunError, run_training
+    from tftrainers.settings import ConfigError, load_run_options
+
+    parser = _Parser(prog="tftrainers-learn",
+                     description="Train behaviors from an ML-Agents-style YAML config.")
+    parser.add_argument("config", help="the YAML config (ML-Agents schema)")
+    parser.add_argument("--env", dest="env_path", default=None,
+                        help="the environment, overriding env_settings.env_path: builtin:NAME "
+                             "or gym:ID")
+    parser.add_argument("--env-args", nargs="*", default=None, metavar="KEY=VALUE",
+                        help="overrides env_settings.env_args, e.g. obs=visual")
+    parser.add_argument("--run-id", default=None, help="results go to RESULTS_DIR/RUN_ID")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--resume", action="store_true", default=None,
+                       help="continue the run RUN_ID from its latest checkpoint")
+    group.add_argument("--force", action="store_true", default=None,
+                       help="overwrite the run RUN_ID if it exists")
+    parser.add_argument("--initialize-from", default=None, metavar="RUN",
+                        help="start from the weights of run RUN (at step 0)")
+    parser.add_argument("--inference", action="store_true", default=None,
+                        help="run the policy without training it")
+    parser.add_argument("--num-envs", type=int, default=None, help="environment instances")
+    parser.add_argument("--num-areas", type=int, default=None,
+                        help="training areas per instance (built-in envs)")
+    parser.add_argument("--seed", type=int, default=None, help="random seed (-1: random)")
+    parser.add_argument("--results-dir", default=None, help="folder of all runs (results)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the resolved configuration as YAML and exit")
+    args = parser.parse_args(argv)
+    try:
+        overrides = {key: getattr(args, key) for key in (
+            "env_path", "run_id", "resume", "force", "initialize_from", "inference", "num_envs",
+            "num_areas", "seed", "results_dir")}
+        if args.env_args is not None:
+            overrides["env_args"] = parse_env_args(args.env_args)
+        options = load_run_options(args.config, overrides)
+        if args.dry_run:
+            print(options.to_yaml(), end="")
+            return 0
+        return run_training(options)
+    except (ConfigError, RunError, CheckpointError, ImportError) as error:
+        parser.error(str(error))
+    except ValueError as error:  # bad env ids and env args surface as ValueError
+        parser.error(str(error))
+
+
 if __name__ == "__main__":
     sys.exit(evaluate_main())

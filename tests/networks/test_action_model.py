@@ -133,3 +133,25 @@ def test_allowed_action_mask_from_env_masks():
     np.testing.assert_array_equal(allowed_action_mask(None, (2, 3), 2), np.ones((2, 5)))
     with pytest.raises(ValueError, match="per discrete branch"):
         allowed_action_mask(env_masks[:1], (2, 3), 2)
+
+
+def test_given_noise_samples_the_same_distribution_and_respects_masks():
+    import tensorflow as tf
+    from tftrainers.envs import ActionSpec
+    from tftrainers.networks.action_model import ActionNoise
+    model = ActionModel(4, ActionSpec(1, (3,)))
+    rng = np.random.default_rng(0)
+    n = 20000
+    encoding = tf.constant(np.tile(rng.normal(size=(1, 4)), (n, 1)), tf.float32)
+    masks = tf.constant(np.tile([[1.0, 0.0, 1.0]], (n, 1)), tf.float32)
+    noise = ActionNoise(tf.constant(rng.standard_normal((n, 1)), tf.float32),
+                        tf.constant(rng.uniform(1e-12, 1.0, (n, 3)), tf.float32))
+    sample = model.sample(encoding, masks, noise)
+    counts = np.bincount(sample.discrete.numpy()[:, 0], minlength=3) / n
+    probs = tf.nn.softmax(model.masked_logits(encoding[:1], masks[:1])[0]).numpy()[0]
+    assert counts[1] == 0.0
+    np.testing.assert_allclose(counts, probs, atol=0.015)
+    mean = model.mean(encoding[:1]).numpy()[0, 0]
+    std = np.exp(model.log_std.numpy()[0])
+    np.testing.assert_allclose(sample.continuous.numpy()[:, 0],
+                               mean + std * noise.gaussian.numpy()[:, 0], rtol=1e-5, atol=1e-6)

@@ -245,6 +245,27 @@ class BaseEnv(abc.ABC):
         self.close()
 
 
+def allowed_action_mask(action_mask: Optional[Sequence[np.ndarray]],
+                        discrete_branches: Sequence[int], n_agents: int) -> np.ndarray:
+    """Env masks -> the network's and ONNX's mask: ``[n, sum(branches)]`` float32, 1 = allowed.
+
+    Args:
+        action_mask: one bool ``[n, branch]`` array per branch, True = masked (as in
+            ``DecisionSteps.action_mask``); None or an empty list allows every action.
+        discrete_branches: the branch sizes.
+        n_agents: n.
+    """
+    total = int(sum(discrete_branches))
+    if action_mask is None or not len(action_mask):
+        return np.ones((n_agents, total), np.float32)
+    if len(action_mask) != len(discrete_branches):
+        raise ValueError(f"expected an action mask per discrete branch "
+                         f"({len(discrete_branches)}), got {len(action_mask)}")
+    return np.concatenate([~np.asarray(m, bool).reshape(n_agents, b)
+                           for m, b in zip(action_mask, discrete_branches)],
+                          axis=1).astype(np.float32)
+
+
 def validate_actions(behavior_name: str, spec: ActionSpec, actions: ActionTuple,
                      n_agents: int) -> ActionTuple:
     """Checks actions at the env boundary; returns them as float32 / int32 arrays.

@@ -24,7 +24,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tftrainers.envs.base import ActionSpec
+from tftrainers.envs.base import ActionSpec, allowed_action_mask  # noqa: F401 (re-export)
 from tftrainers.networks.layers import kaiming_normal, track_layers
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -63,6 +63,17 @@ class ActionSample(NamedTuple):
         return total_entropy(self.entropy_continuous, self.entropy_discrete)
 
 
+class ActionNoise(NamedTuple):
+    """Noise for sampling supplied from outside the graph (so a NumPy RNG drives it).
+
+    gaussian: [B, c] float32 standard normal draws for the continuous actions.
+    uniform: [B, sum(branches)] float32 draws in (0, 1) for Gumbel-max sampling.
+    """
+
+    gaussian: tf.Tensor
+    uniform: tf.Tensor
+
+
 class ActionEvaluation(NamedTuple):
     """Log-probabilities and entropy of given actions (unpacks as a 3-tuple).
 
@@ -98,21 +109,6 @@ def gaussian_entropy(log_std: tf.Tensor) -> tf.Tensor:
 def apply_mask(logits: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
     """``logits * mask - 1e8 * (1 - mask)`` with mask 1 = allowed, as ML-Agents exports it."""
     return logits * mask - MASKED_LOGIT * (1.0 - mask)
-
-
-def allowed_action_mask(action_mask: Optional[Sequence[np.ndarray]],
-                        discrete_branches: Sequence[int], n_agents: int) -> np.ndarray:
-    """Env masks (list per branch of bool [n, branch], True = masked) -> the network's
-    [n, sum(branches)] float32 mask with 1 = allowed. None or an empty list allows all."""
-    total = int(sum(discrete_branches))
-    if not action_mask:
-        return np.ones((n_agents, total), np.float32)
-    if len(action_mask) != len(discrete_branches):
-        raise ValueError(f"expected an action mask per discrete branch "
-                         f"({len(discrete_branches)}), got {len(action_mask)}")
-    return np.concatenate([~np.asarray(m, bool).reshape(n_agents, b)
-                           for m, b in zip(action_mask, discrete_branches)],
-                          axis=1).astype(np.float32)
 
 
 class ActionModel(keras.layers.Layer):
@@ -178,19 +174,24 @@ class ActionModel(keras.layers.Layer):
 
     # -- public API ------------------------------------------------------------------------
 
-    def sample(self, encoding: tf.Tensor, masks: Optional[tf.Tensor] = None) -> ActionSample:
+    def sample(self, encoding: tf.Tensor, masks: Optional[tf.Tensor] = None,
+               noise: Optional[ActionNoise] = None) -> ActionSample:
         """Samples actions in the graph.
 
         Args:
             encoding: [B, encoding_size] float32.
             masks: [B, sum(branches)] float32, 1 = allowed; None allows every action.
+            noise: given noise (training, so that a checkpointed RNG makes rollouts
+                repeatable), or None to draw it in the graph (``tf.random``; what the
+                exported models do).
 
         Returns:
             ActionSample (see its fields for shapes).
         """
         if self.continuous_size:
             mean, log_std = self._gaussian(encoding)
-            continuous = mean + tf.exp(log_std) * tf.random.normal(tf.shape(mean))
+            eps = tf.random.normal(tf.shape(mean)) if noise is None else noise.gaussian
+            continuous = mean + tf.exp(log_std) * eps
             log_probs_continuous = gaussian_log_prob(continuous, mean, log_std)
             entropy_continuous = gaussian_entropy(log_std)
         else:
@@ -198,9 +199,15 @@ class ActionModel(keras.layers.Layer):
 
         if self.discrete_branches:
             actions, log_probs, entropies = [], [], []
-            for logits in self.masked_logits(encoding, masks):
-                # tf.random.categorical converts to ONNX Multinomial.
-                action = tf.random.categorical(logits, 1, dtype=tf.int32)[:, 0]
+            branch_uniform = (tf.split(noise.uniform, list(self.discrete_branches), axis=-1)
+                              if noise is not None else [None] * len(self.discrete_branches))
+            for logits, uniform in zip(self.masked_logits(encoding, masks), branch_uniform):
+                if uniform is None:
+                    # tf.random.categorical converts to ONNX Multinomial.
+                    action = tf.random.categorical(logits, 1, dtype=tf.int32)[:, 0]
+                else:  # Gumbel-max: argmax(logits + Gumbel noise) ~ softmax(logits)
+                    gumbel = -tf.math.log(-tf.math.log(uniform))
+                    action = tf.argmax(logits + gumbel, axis=-1, output_type=tf.int32)
                 log_softmax = tf.nn.log_softmax(logits, axis=-1)
                 actions.append(action)
                 log_probs.append(_pick(log_softmax, action))

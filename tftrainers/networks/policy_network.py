@@ -25,7 +25,7 @@ import keras
 import tensorflow as tf
 
 from tftrainers.envs.base import BehaviorSpec
-from tftrainers.networks.action_model import ActionEvaluation, ActionModel, Actions
+from tftrainers.networks.action_model import ActionEvaluation, ActionModel, ActionNoise, Actions
 from tftrainers.networks.body import NetworkBody
 
 
@@ -60,13 +60,15 @@ class PolicyNetwork(keras.Model):
         return tf.zeros(tf.stack([tf.shape(encoding)[0], 0]), encoding.dtype)
 
     def call(self, obs: Sequence[tf.Tensor], masks: Optional[tf.Tensor] = None,
-             memory: Optional[tf.Tensor] = None) -> Dict[str, tf.Tensor]:
+             memory: Optional[tf.Tensor] = None,
+             noise: Optional[ActionNoise] = None) -> Dict[str, tf.Tensor]:
         """Samples actions for one step.
 
         Args:
             obs: one [B, *shape] float32 per observation spec.
             masks: [B, sum(discrete_branches)] float32, 1 = allowed; None allows all.
             memory: [B, memory_size] float32 or None (zeros).
+            noise: ActionNoise from outside the graph, or None to sample in the graph.
 
         Returns:
             dict with
@@ -78,7 +80,7 @@ class PolicyNetwork(keras.Model):
               memory [B, memory_size] (the new memory; [B, 0] without memory).
         """
         encoding, new_memory = self.body(obs, memory=memory)
-        sample = self.action_model.sample(encoding, masks)
+        sample = self.action_model.sample(encoding, masks, noise)
         return {
             "continuous_action": sample.continuous,
             "env_continuous_action": ActionModel.env_actions(sample.continuous),

@@ -246,6 +246,7 @@ class AgentProcessor:
         self._row_agent = np.zeros(rows, np.int64)  # agent id of each mapped row
 
         a = behavior_spec.action_spec
+        self._branches = a.discrete_branches
         n_mask = int(sum(a.discrete_branches))
         self._steps: Dict[Key, np.ndarray] = {}
         for i, o in enumerate(behavior_spec.observation_specs):
@@ -544,7 +545,8 @@ class AgentProcessor:
         s = self._steps
         for i, o in enumerate(ds.obs):
             s[obs_key(i)][rows, slot] = o
-        s[BufferKey.ACTION_MASK][rows, slot] = allowed_action_mask(ds.action_mask, len(ids))
+        s[BufferKey.ACTION_MASK][rows, slot] = allowed_action_mask(
+            ds.action_mask, self._branches, len(ids))
         s[BufferKey.GROUP_ID][rows, slot] = ds.group_id
         self._awaiting[rows] = True
 

@@ -6,7 +6,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from tftrainers.envs.base import ActionTuple
+from tftrainers.envs.base import ActionTuple, allowed_action_mask
 from tftrainers.processing.buffer import (BufferKey, Key, StreamField, next_obs_key, obs_key,
                                           stream_key)
 
@@ -22,20 +22,6 @@ class LogProbs(NamedTuple):
 
     continuous: np.ndarray
     discrete: np.ndarray
-
-
-def allowed_action_mask(action_mask: Sequence[np.ndarray], n_agents: int) -> np.ndarray:
-    """Env action masks -> the network's: ``[n, sum(branches)]`` float32, 1 = allowed.
-
-    Args:
-        action_mask: one ``[n, branch_size]`` bool array per discrete branch, True = masked
-            (``DecisionSteps.action_mask``, as in mlagents_envs).
-        n_agents: n, for the ``[n, 0]`` result of a behavior without discrete branches.
-    """
-    if not len(action_mask):
-        return np.zeros((n_agents, 0), np.float32)
-    return 1.0 - np.concatenate([np.asarray(m, bool) for m in action_mask],
-                                axis=1).astype(np.float32)
 
 
 @dataclass(frozen=True, eq=False)

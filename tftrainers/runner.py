@@ -1,0 +1,139 @@
+"""From resolved settings to a finished run: results folder, environment, trainers, loop.
+
+    options = load_run_options("configs/ppo/Ball3D.yaml", overrides={"run_id": "ball"})
+    run_training(options)       # results/ball/{configuration.yaml, run_logs/, Ball3D/...}
+
+The loop, once per env step: for each behavior, hand its decision and terminal steps to
+its trainer, which records them and answers with actions from one compiled policy call;
+step the env; let each trainer advance (process finished trajectories, update when its
+buffer is full, write stats and checkpoints). Ctrl-C saves every trainer and exits cleanly.
+"""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import sys
+from typing import Dict, List, Optional
+
+from tftrainers.settings import ConfigError, RunOptions
+
+
+class RunError(ValueError):
+    """A problem with the run's folders or checkpoints; one line for the user."""
+
+
+def run_dir_of(options: RunOptions) -> str:
+    cs = options.checkpoint_settings
+    return os.path.join(cs.results_dir, cs.run_id)
+
+
+def prepare_run_dir(options: RunOptions) -> str:
+    """Creates (or, with --force, recreates) the run folder; refuses to clobber a run."""
+    cs = options.checkpoint_settings
+    run_dir = run_dir_of(options)
+    exists = os.path.isdir(run_dir) and os.listdir(run_dir)
+    if cs.resume or cs.inference and cs.load_model:
+        if not exists:
+            raise RunError(f"{run_dir}: no run to resume; start it without --resume")
+    elif exists and not cs.inference:
+        if not cs.force:
+            raise RunError(f"{run_dir}: a run with id '{cs.run_id}' exists; use --resume to "
+                           f"continue it, --force to overwrite it, or another --run-id")
+        shutil.rmtree(run_dir)
+    os.makedirs(os.path.join(run_dir, "run_logs"), exist_ok=True)
+    return run_dir
+
+
+def make_env(options: RunOptions, seed: int):
+    """The environment of ``env_settings`` (``num_envs`` instances stepped together)."""
+    from tftrainers.envs import make
+    from tftrainers.envs.multi_env import MultiEnv
+    es = options.env_settings
+    if not es.env_path:
+        raise ConfigError("no environment: set env_settings.env_path in the config or pass "
+                          "--env builtin:NAME / gym:ID")
+    envs = [make(es.env_path, seed=seed + 1000 * k, num_areas=es.num_areas,
+                 **(es.env_args or {})) for k in range(es.num_envs)]
+    return envs[0] if len(envs) == 1 else MultiEnv(envs)
+
+
+def resolve_seed(options: RunOptions) -> int:
+    seed = options.env_settings.seed
+    if seed == -1:  # as ML-Agents: a random seed, recorded in configuration.yaml
+        seed = random.SystemRandom().randrange(0, 2**31 - 1)
+        options.env_settings.seed = seed
+    return seed
+
+
+def run_training(options: RunOptions, log=print) -> int:
+    """Runs the training (or inference) described by ``options``; returns an exit code."""
+    import tensorflow as tf
+    from tftrainers.trainers.registry import create_trainer
+    from tftrainers.stats import ConsoleWriter, CSVWriter, ProgressDisplay, TensorBoardWriter
+
+    if options.tf_settings.device == "cpu":
+        tf.config.set_visible_devices([], "GPU")
+    cs = options.checkpoint_settings
+    run_dir = prepare_run_dir(options)
+    seed = resolve_seed(options)
+    if not cs.resume:
+        with open(os.path.join(run_dir, "configuration.yaml"), "w") as f:
+            f.write(options.to_yaml())
+    env = make_env(options, seed)
+    progress = ProgressDisplay()
+    writers = [TensorBoardWriter(run_dir), ConsoleWriter(progress=progress), CSVWriter(run_dir)]
+    trainers = {}
+    try:
+        for index, (name, spec) in enumerate(sorted(env.behavior_specs.items())):
+            settings = options.settings_for(name)
+            trainers[name] = create_trainer(name, spec, settings, run_dir, seed=seed + index,
+                                            writers=writers, progress=progress,
+                                            inference=cs.inference)
+            if cs.resume:
+                trainers[name].restore_latest()
+            elif cs.initialize_from:
+                trainers[name].initialize_from(os.path.join(cs.results_dir, cs.initialize_from))
+            elif settings.init_path:
+                trainers[name].initialize_from(settings.init_path)
+        log(f"[INFO] Run '{cs.run_id}': results in {run_dir}; behaviors "
+            f"{', '.join(trainers)} on {options.env_settings.env_path} (seed {seed}).")
+        interrupted = _loop(env, trainers)
+        for trainer in trainers.values():
+            path = trainer.save()
+            if path:
+                log(f"[INFO] {trainer.behavior_name}: saved checkpoint {path}")
+        if interrupted:
+            log("[INFO] Interrupted: checkpoints saved; continue with --resume.")
+        return 0
+    finally:
+        env.close()
+        for writer in writers:
+            writer.close()
+
+
+def _loop(env, trainers) -> bool:
+    """Steps until every trainer is done; returns True when stopped by Ctrl-C."""
+    stop = {"requested": False}
+
+    def request_stop(signum, frame):
+        if stop["requested"]:  # a second Ctrl-C: stop at once (checkpoints may be older)
+            raise KeyboardInterrupt
+        stop["requested"] = True
+
+    previous = signal.signal(signal.SIGINT, request_stop)
+    try:
+        env.reset()
+        while not stop["requested"] and not all(t.done for t in trainers.values()):
+            for name, trainer in trainers.items():
+                decision, terminal = env.get_steps(name)
+                actions = trainer.act(decision, terminal)
+                if len(decision):
+                    env.set_actions(name, actions)
+            env.step()
+            for trainer in trainers.values():
+                trainer.advance()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    return stop["requested"]

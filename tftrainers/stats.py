@@ -1,0 +1,210 @@
+"""Training statistics with ML-Agents' names, written to TensorBoard, the console and CSV.
+
+    writers = [TensorBoardWriter(run_dir), ConsoleWriter(), CSVWriter(run_dir)]
+    stats = StatsReporter("Ball3D", writers)
+    stats.add_stat("Environment/Cumulative Reward", episode_returns)   # many values a period
+    stats.set_stat("Policy/Learning Rate", 3e-4)                        # the latest value
+    stats.write_stats(step)                                            # every summary_freq steps
+
+Values added during a summary period are averaged when written; the console line also gives
+the standard deviation of the cumulative reward and the steps per second.
+"""
+from __future__ import annotations
+
+import csv
+import math
+import os
+import sys
+import time
+from typing import Dict, Iterable, List, Optional, Sequence, TextIO
+
+import numpy as np
+
+CUMULATIVE_REWARD = "Environment/Cumulative Reward"
+EPISODE_LENGTH = "Environment/Episode Length"
+
+
+class StatSummary:
+    """Mean, standard deviation and count of one stat over a summary period."""
+
+    __slots__ = ("mean", "std", "count")
+
+    def __init__(self, values: Sequence[float]):
+        values = np.asarray(values, np.float64)
+        self.count = len(values)
+        self.mean = float(values.mean()) if self.count else float("nan")
+        self.std = float(values.std()) if self.count else float("nan")
+
+
+class StatsWriter:
+    """Receives the summaries of one category (behavior) at each summary step."""
+
+    def write(self, category: str, step: int, summaries: Dict[str, StatSummary],
+              steps_per_second: float, elapsed: float) -> None:
+        """Writes the period's summaries."""
+
+    def close(self) -> None:
+        """Flushes and releases files."""
+
+
+class TensorBoardWriter(StatsWriter):
+    """TensorBoard event files under ``<run_dir>/<category>/`` (as ML-Agents lays them out)."""
+
+    def __init__(self, run_dir: str):
+        self.run_dir = run_dir
+        self._writers = {}
+
+    def write(self, category, step, summaries, steps_per_second, elapsed):
+        import tensorflow as tf
+        if category not in self._writers:
+            self._writers[category] = tf.summary.create_file_writer(
+                os.path.join(self.run_dir, category))
+        writer = self._writers[category]
+        with writer.as_default():
+            for name, summary in summaries.items():
+                if summary.count:
+                    tf.summary.scalar(name, summary.mean, step=step)
+            tf.summary.scalar("Environment/Steps per Second", steps_per_second, step=step)
+        writer.flush()
+
+    def close(self):
+        for writer in self._writers.values():
+            writer.close()
+
+
+class CSVWriter(StatsWriter):
+    """``<run_dir>/run_logs/<category>.csv``: one row per summary, one column per stat."""
+
+    def __init__(self, run_dir: str):
+        self.directory = os.path.join(run_dir, "run_logs")
+        self._columns: Dict[str, List[str]] = {}
+
+    def write(self, category, step, summaries, steps_per_second, elapsed):
+        os.makedirs(self.directory, exist_ok=True)
+        path = os.path.join(self.directory, f"{category}.csv")
+        row = {"step": step, "time_elapsed": round(elapsed, 3),
+               "steps_per_second": round(steps_per_second, 1)}
+        row.update({name: s.mean for name, s in summaries.items() if s.count})
+        columns = self._columns.get(category)
+        if columns is None and os.path.exists(path):  # resuming: keep the file's columns
+            with open(path, newline="") as f:
+                columns = next(csv.reader(f), None)
+        new_file = columns is None
+        if new_file:
+            columns = list(row)
+        added = [k for k in row if k not in columns]
+        if added:  # a stat appeared later (e.g. after the first update): rewrite the header
+            columns = columns + added
+            rows = []
+            if os.path.exists(path):
+                with open(path, newline="") as f:
+                    rows = list(csv.DictReader(f))
+            with open(path, "w", newline="") as f:
+                writer = csv.DictWriter(f, columns)
+                writer.writeheader()
+                writer.writerows(rows)
+            new_file = False
+        self._columns[category] = columns
+        with open(path, "w" if new_file else "a", newline="") as f:
+            writer = csv.DictWriter(f, columns)
+            if new_file:
+                writer.writeheader()
+            writer.writerow(row)
+
+
+class ConsoleWriter(StatsWriter):
+    """ML-Agents' console line: behavior, step, time elapsed, mean and std reward, steps/s."""
+
+    def __init__(self, stream: Optional[TextIO] = None, progress: "Optional[ProgressDisplay]" = None):
+        self.stream = stream or sys.stdout
+        self.progress = progress
+
+    def write(self, category, step, summaries, steps_per_second, elapsed):
+        reward = summaries.get(CUMULATIVE_REWARD)
+        if reward is not None and reward.count:
+            rewards = f"Mean Reward: {reward.mean:.3f}. Std of Reward: {reward.std:.3f}."
+        else:
+            rewards = "No episode was completed since the last summary."
+        if self.progress is not None:
+            self.progress.clear()
+        print(f"[INFO] {category}. Step: {step}. Time Elapsed: {elapsed:.3f} s. {rewards} "
+              f"Steps/s: {steps_per_second:.0f}.", file=self.stream, flush=True)
+
+
+class ProgressDisplay:
+    """A live status line on an interactive terminal; silent when output is not a terminal."""
+
+    def __init__(self, stream: Optional[TextIO] = None, min_interval: float = 0.25):
+        self.stream = stream or sys.stderr
+        self.enabled = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.min_interval = min_interval
+        self._last = 0.0
+        self._width = 0
+
+    def update(self, category: str, step: int, max_steps: int, reward: float,
+               steps_per_second: float) -> None:
+        now = time.monotonic()
+        if not self.enabled or now - self._last < self.min_interval:
+            return
+        self._last = now
+        left = (max_steps - step) / steps_per_second if steps_per_second > 0 else float("inf")
+        left_text = "?" if math.isinf(left) else time.strftime("%H:%M:%S", time.gmtime(left))
+        reward_text = "-" if math.isnan(reward) else f"{reward:.3f}"
+        line = (f"{category}: {step}/{max_steps} steps ({100.0 * step / max(max_steps, 1):.1f}%)"
+                f"  reward {reward_text}  {steps_per_second:.0f} steps/s  {left_text} left")
+        self._width = max(self._width, len(line))
+        self.stream.write("\r" + line.ljust(self._width))
+        self.stream.flush()
+
+    def clear(self) -> None:
+        if self.enabled and self._width:
+            self.stream.write("\r" + " " * self._width + "\r")
+            self.stream.flush()
+
+
+class StatsReporter:
+    """Collects one category's stats over a summary period and hands them to the writers."""
+
+    def __init__(self, category: str, writers: Iterable[StatsWriter]):
+        self.category = category
+        self.writers = list(writers)
+        self._values: Dict[str, List[float]] = {}
+        self._start = time.monotonic()
+        self._period_start = self._start
+        self._period_step: Optional[int] = None
+        self.elapsed_offset = 0.0  # time of earlier sessions of a resumed run
+
+    def add_stat(self, key: str, value) -> None:
+        """Adds one value or an array of values to the period's mean."""
+        values = self._values.setdefault(key, [])
+        if np.ndim(value):
+            values.extend(np.asarray(value, np.float64).ravel().tolist())
+        else:
+            values.append(float(value))
+
+    def set_stat(self, key: str, value: float) -> None:
+        """Replaces the period's values with this one (for learning rates and the like)."""
+        self._values[key] = [float(value)]
+
+    def latest_mean(self, key: str) -> float:
+        values = self._values.get(key)
+        return float(np.mean(values)) if values else float("nan")
+
+    def elapsed(self) -> float:
+        return self.elapsed_offset + time.monotonic() - self._start
+
+    def write_stats(self, step: int) -> Dict[str, StatSummary]:
+        now = time.monotonic()
+        steps = step - (self._period_step if self._period_step is not None else step)
+        seconds = now - self._period_start
+        steps_per_second = steps / seconds if seconds > 0 and steps > 0 else 0.0
+        summaries = {k: StatSummary(v) for k, v in self._values.items()}
+        for writer in self.writers:
+            writer.write(self.category, step, summaries, steps_per_second, self.elapsed())
+        self._values = {}
+        self._period_start, self._period_step = now, step
+        return summaries
+
+    def start_period(self, step: int) -> None:
+        """Starts timing a summary period at ``step`` (at the start or a resume)."""
+        self._period_start, self._period_step = time.monotonic(), step
