@@ -171,7 +171,7 @@ class StatsReporter:
         self._values: Dict[str, List[float]] = {}
         self._start = time.monotonic()
         self._period_start = self._start
-        self._period_step: Optional[int] = None
+        self._period_step: Optional[int] = 0
         self.elapsed_offset = 0.0  # time of earlier sessions of a resumed run
 
     def add_stat(self, key: str, value) -> None:
@@ -192,6 +192,12 @@ class StatsReporter:
 
     def elapsed(self) -> float:
         return self.elapsed_offset + time.monotonic() - self._start
+
+    def steps_per_second(self, step: int) -> float:
+        """Rate over the current summary period."""
+        seconds = time.monotonic() - self._period_start
+        steps = step - (self._period_step or 0)
+        return steps / seconds if seconds > 0 else 0.0
 
     def write_stats(self, step: int) -> Dict[str, StatSummary]:
         now = time.monotonic()

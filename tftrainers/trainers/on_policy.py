@@ -1,0 +1,204 @@
+"""OnPolicyTrainer: one behavior's control flow — experience, returns, updates, stats, saves.
+
+    trainer = PPOTrainer("Ball3D", spec, settings, run_dir, seed=0, writers=writers)
+    while not trainer.done:
+        actions = trainer.act(decision_steps, terminal_steps)   # records, then one policy call
+        ...env.set_actions / env.step...
+        trainer.advance()   # finished trajectories -> GAE -> buffer -> update when full
+
+No GradientTape here: the optimizer owns losses and the compiled update.
+"""
+from __future__ import annotations
+
+import abc
+import os
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from tftrainers.checkpoint import Checkpointer, CheckpointError
+from tftrainers.envs import ActionTuple, BehaviorSpec, DecisionSteps, TerminalSteps
+from tftrainers.processing import (AgentBuffer, AgentProcessor, BufferKey, StreamField,
+                                   Trajectory, stream_key)
+from tftrainers.returns import batched_gae, pad_batch, unpad_batch
+from tftrainers.settings import ConfigError, TrainerSettings
+from tftrainers.stats import (CUMULATIVE_REWARD, EPISODE_LENGTH, ProgressDisplay, StatsReporter,
+                              StatsWriter)
+from tftrainers.trainers.policy import Policy
+
+SUPPORTED_REWARD_SIGNALS = ("extrinsic",)
+
+
+class OnPolicyTrainer(abc.ABC):
+    """Base of PPO-style trainers; subclasses create the optimizer."""
+
+    def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings,
+                 run_dir: str, seed: int = 0, writers: Sequence[StatsWriter] = (),
+                 progress: Optional[ProgressDisplay] = None, inference: bool = False):
+        self.behavior_name = behavior_name
+        self.spec = spec
+        self.settings = settings
+        self.inference = inference
+        unknown = [name for name in settings.reward_signals
+                   if name not in SUPPORTED_REWARD_SIGNALS]
+        if unknown:
+            raise ConfigError(f"behaviors.{behavior_name}.reward_signals.{unknown[0]}: not "
+                              f"available in this version; available: "
+                              f"{', '.join(SUPPORTED_REWARD_SIGNALS)}")
+        self.streams = list(settings.reward_signals)
+        tf.random.set_seed(seed)
+        import keras
+        keras.utils.set_random_seed(seed)
+        self.policy = Policy(spec, settings.network_settings, self.streams, seed=seed,
+                             deterministic=inference and settings.network_settings.deterministic)
+        self.optimizer = self.create_optimizer()
+        self.processor = AgentProcessor(spec, settings.time_horizon, self.streams, behavior_name)
+        self.buffer = AgentBuffer(self.policy.sequence_length)
+        self.rng = np.random.default_rng(seed + 1)  # minibatch shuffles
+        self.step = 0
+        self._last_info = None
+        self.stats = StatsReporter(behavior_name, writers)
+        self.progress = progress
+        self.behavior_dir = os.path.join(run_dir, behavior_name)
+        self.checkpointer = Checkpointer(os.path.join(self.behavior_dir, "checkpoints"),
+                                         behavior_name, settings.keep_checkpoints)
+        self._next_summary = settings.summary_freq
+        self._next_checkpoint = settings.checkpoint_interval
+        self._saved_step = -1
+
+    @abc.abstractmethod
+    def create_optimizer(self):
+        """The algorithm's optimizer (owns the losses and the compiled update)."""
+
+    @property
+    def done(self) -> bool:
+        return self.step >= self.settings.max_steps
+
+    # --- the env loop ---------------------------------------------------------------------
+    def act(self, decision_steps: DecisionSteps, terminal_steps: TerminalSteps) -> ActionTuple:
+        """Records the agents' steps and returns actions for ``decision_steps``."""
+        self.processor.add_experiences(decision_steps, terminal_steps, self._last_info)
+        if len(terminal_steps):
+            self.policy.episode_ended(terminal_steps.agent_id)
+        if not len(decision_steps):
+            self._last_info = None
+            return self.spec.action_spec.empty_action(0)
+        info, env_actions = self.policy.act(decision_steps)
+        self._last_info = info
+        self.step += len(decision_steps)
+        self.stats.add_stat("Policy/Entropy", float(np.mean(self.policy.last_entropy)))
+        return env_actions
+
+    def advance(self) -> None:
+        """Processes finished trajectories, updates when the buffer is full, reports, saves."""
+        episodes = self.processor.pop_episode_stats()
+        if len(episodes):
+            self.stats.add_stat(CUMULATIVE_REWARD, episodes.cumulative_reward)
+            self.stats.add_stat(EPISODE_LENGTH, episodes.episode_length)
+        trajectories = self.processor.pop_trajectories()
+        if trajectories and not self.inference:
+            self._process_trajectories(trajectories)
+            if len(self.buffer) >= self.settings.hyperparameters.buffer_size:
+                self._update()
+        if self.step >= self._next_summary:
+            self.stats.write_stats(self.step)
+            while self._next_summary <= self.step:
+                self._next_summary += self.settings.summary_freq
+        if self.step >= self._next_checkpoint and not self.inference:
+            self.save()
+            while self._next_checkpoint <= self.step:
+                self._next_checkpoint += self.settings.checkpoint_interval
+        if self.progress is not None:
+            self.progress.update(self.behavior_name, self.step, self.settings.max_steps,
+                                 self.stats.latest_mean(CUMULATIVE_REWARD),
+                                 self.stats.steps_per_second(self.step))
+
+    # --- returns ----------------------------------------------------------------------------
+    def _process_trajectories(self, trajectories: List[Trajectory]) -> None:
+        """GAE per reward stream for a batch of trajectories, into the update buffer."""
+        n_obs = len(self.spec.observation_specs)
+        self.policy.update_normalization(
+            [np.concatenate([t.obs[i] for t in trajectories]) for i in range(n_obs)])
+        # One critic call bootstraps every trajectory from its next observation.
+        next_values = self.policy.values(
+            [np.stack([t.next_obs[i] for t in trajectories]) for i in range(n_obs)])
+        done = np.array([t.done for t in trajectories])
+        advantages = []
+        returns: Dict[str, np.ndarray] = {}
+        for name in self.streams:
+            signal = self.settings.reward_signals[name]
+            rewards, lengths = pad_batch([t.rewards * signal.strength for t in trajectories])
+            values, _ = pad_batch([t.values[name] for t in trajectories])
+            # Extrinsic value is 0 after a real end; a cut (interrupted, time horizon)
+            # bootstraps from the critic.
+            bootstrap = np.where(done, 0.0, next_values[name])
+            adv = batched_gae(rewards, values, bootstrap, lengths, gamma=signal.gamma,
+                              lambd=self.settings.hyperparameters.lambd)
+            advantages.append(adv)
+            returns[name] = unpad_batch(adv + values, lengths)
+            self.stats.add_stat(f"Policy/{name.capitalize()} Value Estimate",
+                                unpad_batch(values, lengths))
+        advantage = unpad_batch(np.mean(advantages, axis=0), lengths)
+        offset = 0
+        for t in trajectories:
+            end = offset + len(t)
+            fields = t.to_fields()
+            fields[BufferKey.ADVANTAGES] = advantage[offset:end]
+            for name in self.streams:
+                fields[stream_key(StreamField.RETURNS, name)] = returns[name][offset:end]
+            self.buffer.append(fields)
+            offset = end
+
+    def _update(self) -> None:
+        mask = self.buffer[BufferKey.MASK]
+        advantages = self.buffer[BufferKey.ADVANTAGES]
+        real = mask > 0
+        mean, std = advantages[real].mean(), advantages[real].std()
+        # Normalised over the whole update buffer, as ML-Agents does.
+        self.buffer[BufferKey.ADVANTAGES] = ((advantages - mean) / (std + 1e-10) * mask).astype(
+            np.float32)
+        for key, value in self.optimizer.update(self.buffer, self.step, self.rng).items():
+            self.stats.set_stat(key, value)
+        self.buffer.reset()
+
+    # --- checkpoints ------------------------------------------------------------------------
+    def trackables(self) -> Dict[str, object]:
+        return {**self.policy.trackables(), **self.optimizer.trackables()}
+
+    def save(self) -> Optional[str]:
+        """Writes a checkpoint of the current step (once per step)."""
+        if self.inference or self._saved_step == self.step:
+            return None
+        state = {"step": self.step, "policy_rng": self.policy.rng_state(),
+                 "trainer_rng": self.rng.bit_generator.state,
+                 "elapsed": self.stats.elapsed(),
+                 "next_summary": self._next_summary, "next_checkpoint": self._next_checkpoint}
+        path = self.checkpointer.save(self.step, self.trackables(), state)
+        self._saved_step = self.step
+        return path
+
+    def restore_latest(self) -> None:
+        """Continues from the latest checkpoint (``--resume``)."""
+        path = self.checkpointer.latest()
+        if path is None:
+            raise CheckpointError(f"{self.checkpointer.directory}: no checkpoint to resume "
+                                  f"'{self.behavior_name}' from")
+        state = Checkpointer.restore(path, self.trackables())
+        self.step = int(state["step"])
+        self.policy.set_rng_state(state["policy_rng"])
+        self.rng.bit_generator.state = state["trainer_rng"]
+        self.stats.elapsed_offset = float(state.get("elapsed", 0.0))
+        self._next_summary = int(state["next_summary"])
+        self._next_checkpoint = int(state["next_checkpoint"])
+        self._saved_step = self.step
+        self.stats.start_period(self.step)
+
+    def initialize_from(self, run_dir: str) -> None:
+        """Copies the policy weights of another run (``--initialize-from``); step stays 0."""
+        directory = os.path.join(run_dir, self.behavior_name, "checkpoints")
+        path = Checkpointer(directory, self.behavior_name).latest()
+        if path is None:
+            raise CheckpointError(f"{directory}: no checkpoint to initialize "
+                                  f"'{self.behavior_name}' from")
+        Checkpointer.restore(path, self.policy.trackables())

@@ -1,0 +1,162 @@
+"""The acting side of a behavior: actor and critic networks behind one compiled call.
+
+    policy = Policy(behavior_spec, settings.network_settings, ["extrinsic"], seed=0)
+    info, env_actions = policy.act(decision_steps)     # one tf.function call for all agents
+    env.set_actions(name, env_actions)
+    policy.episode_ended(terminal_steps.agent_id)      # clears those agents' LSTM memory
+
+Sampling noise comes from a NumPy generator (``policy.rng``) whose state goes into the
+checkpoint, so a resumed run draws the same actions an uninterrupted one would have.
+Per-agent recurrent memory lives in one array indexed by dense agent rows.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Sequence, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from tftrainers.envs import ActionTuple, BehaviorSpec, DecisionSteps
+from tftrainers.envs.agent_rows import AgentRows
+from tftrainers.envs.base import allowed_action_mask
+from tftrainers.networks import Critic, PolicyNetwork
+from tftrainers.networks.action_model import ActionNoise
+from tftrainers.processing import ActionInfo, LogProbs
+from tftrainers.settings import NetworkSettings
+
+
+def obs_signature(spec: BehaviorSpec) -> List[tf.TensorSpec]:
+    return [tf.TensorSpec([None, *o.shape], tf.float32, name=f"obs_{i}")
+            for i, o in enumerate(spec.observation_specs)]
+
+
+class Policy:
+    """Actor (PolicyNetwork) and critic (value heads per reward stream) of one behavior.
+
+    Args:
+        spec: the behavior's spec.
+        network_settings: ML-Agents ``network_settings`` (memory applies to the actor; the
+            critic sees the current observation only).
+        stream_names: reward streams, one value head each.
+        seed: seeds the sampling noise.
+        deterministic: act with the most likely actions (inference with
+            ``network_settings.deterministic``).
+    """
+
+    def __init__(self, spec: BehaviorSpec, network_settings: NetworkSettings,
+                 stream_names: Sequence[str], seed: int = 0, deterministic: bool = False):
+        ns = network_settings
+        self.spec = spec
+        self.stream_names = tuple(stream_names)
+        self.memory_size = ns.memory.memory_size if ns.memory else 0
+        self.sequence_length = ns.memory.sequence_length if ns.memory else 1
+        self.deterministic = deterministic
+        self.actor = PolicyNetwork(spec, ns.hidden_units, ns.num_layers, ns.normalize,
+                                   ns.vis_encode_type, self.memory_size)
+        self.critic = Critic(spec.observation_specs, self.stream_names, ns.hidden_units,
+                             ns.num_layers, ns.normalize, ns.vis_encode_type, memory_size=0)
+        self.rng = np.random.default_rng(seed)
+        self._rows = AgentRows()
+        self._memories = np.zeros((0, self.memory_size), np.float32)
+        action_spec = spec.action_spec
+        self._c = action_spec.continuous_size
+        self._branches = action_spec.discrete_branches
+        self._mask_size = int(sum(self._branches))
+        obs = obs_signature(spec)
+        self._act_fn = tf.function(self._act, input_signature=[
+            obs, tf.TensorSpec([None, self._mask_size], tf.float32),
+            tf.TensorSpec([None, self.memory_size], tf.float32),
+            tf.TensorSpec([None, self._c], tf.float32),
+            tf.TensorSpec([None, self._mask_size], tf.float32)])
+        self._values_fn = tf.function(self._values, input_signature=[obs])
+        self._normalize_fn = tf.function(self._update_normalization, input_signature=[obs]) \
+            if ns.normalize else None
+
+    # --- compiled -------------------------------------------------------------------------
+    def _act(self, obs, masks, memory, gaussian, uniform):
+        memory_in = memory if self.memory_size else None
+        if self.deterministic:
+            out = dict(self.actor.deterministic(obs, masks, memory_in))
+            zeros = tf.zeros_like(out["continuous_action"])
+            out["log_probs_continuous"] = zeros
+            out["log_probs_discrete"] = tf.zeros_like(tf.cast(out["discrete_action"], tf.float32))
+            out["entropy"] = tf.zeros(tf.shape(masks)[:1])
+        else:
+            out = self.actor(obs, masks, memory_in, noise=ActionNoise(gaussian, uniform))
+        values, _ = self.critic(obs)
+        out["values"] = values
+        return out
+
+    def _values(self, obs):
+        values, _ = self.critic(obs)
+        return values
+
+    def _update_normalization(self, obs):
+        self.actor.update_normalization(obs)
+        self.critic.update_normalization(obs)
+        return tf.constant(0)
+
+    # --- Python side ------------------------------------------------------------------------
+    def act(self, decision_steps: DecisionSteps) -> Tuple[ActionInfo, ActionTuple]:
+        """Actions for every agent in ``decision_steps``.
+
+        Returns:
+            ActionInfo (raw actions, log probs, values and the memory read: what the
+            AgentProcessor records) and the ActionTuple the env receives.
+        """
+        n = len(decision_steps)
+        masks = allowed_action_mask(decision_steps.action_mask, self._branches, n)
+        rows = self._rows.rows(decision_steps.agent_id)
+        if self.memory_size:
+            self._grow_memory()
+            memory = self._memories[rows]
+        else:
+            memory = np.zeros((n, 0), np.float32)
+        gaussian = self.rng.standard_normal((n, self._c), np.float32)
+        # Gumbel-max needs u in (0, 1): keep away from both ends in float32.
+        uniform = np.clip(self.rng.random((n, self._mask_size), np.float32), 1e-10, 1 - 1e-7)
+        out = self._act_fn(decision_steps.obs, masks, memory, gaussian, uniform)
+        if self.memory_size:
+            self._memories[rows] = out["memory"].numpy()
+        discrete = out["discrete_action"].numpy()
+        info = ActionInfo(
+            agent_id=decision_steps.agent_id,
+            actions=ActionTuple(out["continuous_action"].numpy(), discrete),
+            log_probs=LogProbs(out["log_probs_continuous"].numpy(),
+                               out["log_probs_discrete"].numpy()),
+            values={k: v.numpy() for k, v in out["values"].items()},
+            memory=memory if self.memory_size else None)
+        self.last_entropy = out["entropy"]
+        return info, ActionTuple(out["env_continuous_action"].numpy(), discrete)
+
+    def episode_ended(self, agent_ids: np.ndarray) -> None:
+        """Forgets the recurrent memory of agents whose episode ended."""
+        if self.memory_size and len(agent_ids):
+            rows = self._rows.rows(agent_ids)
+            self._grow_memory()
+            self._memories[rows] = 0.0
+
+    def _grow_memory(self) -> None:
+        if len(self._rows) > len(self._memories):
+            extra = np.zeros((2 * len(self._rows) - len(self._memories), self.memory_size),
+                             np.float32)
+            self._memories = np.concatenate([self._memories, extra])
+
+    def values(self, obs: List[np.ndarray]) -> Dict[str, np.ndarray]:
+        """Critic values {stream: [n]} of a batch of observations."""
+        return {k: v.numpy() for k, v in self._values_fn(obs).items()}
+
+    def update_normalization(self, obs: List[np.ndarray]) -> None:
+        """Adds observations to the running statistics of actor and critic normalizers."""
+        if self._normalize_fn is not None and len(obs[0]):
+            self._normalize_fn(obs)
+
+    def trackables(self) -> Dict[str, tf.Module]:
+        """What a checkpoint holds of the policy (weights and normalizers)."""
+        return {"actor": self.actor, "critic": self.critic}
+
+    def rng_state(self) -> dict:
+        return self.rng.bit_generator.state
+
+    def set_rng_state(self, state: dict) -> None:
+        self.rng.bit_generator.state = state

@@ -1,0 +1,176 @@
+"""PPOOptimizer: ML-Agents' PPO loss and one compiled update step.
+
+    optimizer = PPOOptimizer(policy, settings.hyperparameters, max_steps=settings.max_steps)
+    stats = optimizer.update(buffer, step, rng)   # num_epoch passes of shuffled minibatches
+
+Loss terms, as in ML-Agents (torch ``ppo/optimizer_torch.py``):
+    ratio_d   = exp(log pi(a_d|s) - log pi_old(a_d|s))    per action dimension / branch d
+    L_policy  = -masked_mean_t( sum_d min(ratio_d A_t, clip(ratio_d, 1-eps, 1+eps) A_t) )
+    L_value   = mean_streams masked_mean_t( max((G_t - V_t)^2, (G_t - V_clip_t)^2) ),
+                V_clip = V_old + clip(V - V_old, -eps, eps)
+    loss      = L_policy + 0.5 L_value - beta * masked_mean_t(entropy_t)
+``masked_mean_t`` averages over real steps (sequence padding has mask 0).
+"""
+from __future__ import annotations
+
+from typing import Dict, NamedTuple, Sequence, Tuple
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tftrainers.networks import Actions
+from tftrainers.processing import AgentBuffer, BufferKey, StreamField, obs_key, stream_key
+from tftrainers.settings import PPOSettings
+from tftrainers.trainers.policy import Policy, obs_signature
+from tftrainers.trainers.schedules import (BETA_FLOOR, EPSILON_FLOOR, LEARNING_RATE_FLOOR,
+                                           decayed_value)
+
+
+class PPOBatch(NamedTuple):
+    """One minibatch, [B, ...] per step (B = sequences * sequence_length)."""
+
+    obs: Tuple[tf.Tensor, ...]
+    action_mask: tf.Tensor  # [B, sum(branches)] 1 = allowed
+    continuous_action: tf.Tensor  # [B, c] raw samples
+    discrete_action: tf.Tensor  # [B, branches] int32
+    old_log_probs: tf.Tensor  # [B, c + branches]
+    advantages: tf.Tensor  # [B]
+    returns: Tuple[tf.Tensor, ...]  # per stream [B]
+    old_values: Tuple[tf.Tensor, ...]  # per stream [B]
+    memory: tf.Tensor  # [B / sequence_length, memory_size]: state at each sequence start
+    loss_mask: tf.Tensor  # [B] 1 = real step
+
+
+def masked_mean(x: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+    """Mean of ``x`` [B] over the steps where ``mask`` [B] is 1."""
+    return tf.reduce_sum(x * mask) / tf.maximum(tf.reduce_sum(mask), 1.0)
+
+
+def policy_loss(log_probs: tf.Tensor, old_log_probs: tf.Tensor, advantages: tf.Tensor,
+                epsilon: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+    """Clipped surrogate, ratio per action dimension/branch ([B, d]); summed over d."""
+    ratio = tf.exp(log_probs - old_log_probs)
+    adv = advantages[:, None]
+    surrogate = tf.minimum(ratio * adv, tf.clip_by_value(ratio, 1.0 - epsilon, 1.0 + epsilon) * adv)
+    return -masked_mean(tf.reduce_sum(surrogate, axis=1), mask)
+
+
+def value_loss(values: Sequence[tf.Tensor], old_values: Sequence[tf.Tensor],
+               returns: Sequence[tf.Tensor], epsilon: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+    """Clipped value loss, averaged over reward streams."""
+    losses = []
+    for value, old, target in zip(values, old_values, returns):
+        clipped = old + tf.clip_by_value(value - old, -epsilon, epsilon)
+        losses.append(masked_mean(tf.maximum(tf.square(target - value),
+                                             tf.square(target - clipped)), mask))
+    return tf.reduce_mean(tf.stack(losses))
+
+
+class PPOOptimizer:
+    """Owns the Adam optimizer over actor and critic and the compiled update step."""
+
+    def __init__(self, policy: Policy, hyperparameters: PPOSettings, max_steps: int):
+        self.policy = policy
+        self.hp = hyperparameters
+        self.max_steps = max_steps
+        self.sequence_length = policy.sequence_length
+        self.streams = policy.stream_names
+        self.optimizer = keras.optimizers.Adam(learning_rate=hyperparameters.learning_rate,
+                                               epsilon=1e-8)
+        self.variables = policy.actor.trainable_variables + policy.critic.trainable_variables
+        self.optimizer.build(self.variables)
+        spec = policy.spec
+        c = spec.action_spec.continuous_size
+        b = spec.action_spec.discrete_size
+        mask_size = int(sum(spec.action_spec.discrete_branches))
+        f32 = tf.float32
+        batch_signature = PPOBatch(
+            obs=tuple(obs_signature(spec)),
+            action_mask=tf.TensorSpec([None, mask_size], f32),
+            continuous_action=tf.TensorSpec([None, c], f32),
+            discrete_action=tf.TensorSpec([None, b], tf.int32),
+            old_log_probs=tf.TensorSpec([None, c + b], f32),
+            advantages=tf.TensorSpec([None], f32),
+            returns=tuple(tf.TensorSpec([None], f32) for _ in self.streams),
+            old_values=tuple(tf.TensorSpec([None], f32) for _ in self.streams),
+            memory=tf.TensorSpec([None, policy.memory_size], f32),
+            loss_mask=tf.TensorSpec([None], f32))
+        self.update_step = tf.function(self._update_step, input_signature=[
+            batch_signature, tf.TensorSpec([], f32), tf.TensorSpec([], f32)])
+
+    def schedules(self, step: int) -> Dict[str, float]:
+        hp = self.hp
+        return {
+            "learning_rate": decayed_value(hp.learning_rate_schedule, hp.learning_rate,
+                                           LEARNING_RATE_FLOOR, step, self.max_steps),
+            "beta": decayed_value(hp.beta_schedule, hp.beta, BETA_FLOOR, step, self.max_steps),
+            "epsilon": decayed_value(hp.epsilon_schedule, hp.epsilon, EPSILON_FLOOR, step,
+                                     self.max_steps),
+        }
+
+    def _update_step(self, batch: PPOBatch, beta: tf.Tensor, epsilon: tf.Tensor):
+        actor, critic = self.policy.actor, self.policy.critic
+        memory = batch.memory if self.policy.memory_size else None
+        with tf.GradientTape() as tape:
+            evaluation = actor.evaluate(list(batch.obs), batch.action_mask,
+                                        Actions(batch.continuous_action, batch.discrete_action),
+                                        memory, self.sequence_length)
+            log_probs = tf.concat([evaluation.log_probs_continuous,
+                                   evaluation.log_probs_discrete], axis=1)
+            values, _ = critic(list(batch.obs))
+            values = [values[name] for name in self.streams]
+            p_loss = policy_loss(log_probs, batch.old_log_probs, batch.advantages, epsilon,
+                                 batch.loss_mask)
+            v_loss = value_loss(values, batch.old_values, batch.returns, epsilon,
+                                batch.loss_mask)
+            entropy = masked_mean(evaluation.entropy, batch.loss_mask)
+            loss = p_loss + 0.5 * v_loss - beta * entropy
+        gradients = tape.gradient(loss, self.variables)
+        self.optimizer.apply_gradients(zip(gradients, self.variables))
+        return {"Losses/Policy Loss": tf.abs(p_loss), "Losses/Value Loss": v_loss,
+                "Policy/Update Entropy": entropy}
+
+    def make_batch(self, minibatch) -> PPOBatch:
+        """Buffer minibatch (``{key: array}``) -> PPOBatch of arrays."""
+        n_obs = len(self.policy.spec.observation_specs)
+        seq = self.sequence_length
+        first = minibatch[BufferKey.CONTINUOUS_ACTION]
+        memory = (minibatch[BufferKey.MEMORY][::seq] if self.policy.memory_size
+                  else np.zeros((len(first) // seq, 0), np.float32))
+        return PPOBatch(
+            obs=tuple(minibatch[obs_key(i)] for i in range(n_obs)),
+            action_mask=minibatch[BufferKey.ACTION_MASK],
+            continuous_action=first,
+            discrete_action=minibatch[BufferKey.DISCRETE_ACTION],
+            old_log_probs=np.concatenate([minibatch[BufferKey.CONTINUOUS_LOG_PROBS],
+                                          minibatch[BufferKey.DISCRETE_LOG_PROBS]], axis=1),
+            advantages=minibatch[BufferKey.ADVANTAGES],
+            returns=tuple(minibatch[stream_key(StreamField.RETURNS, s)] for s in self.streams),
+            old_values=tuple(minibatch[stream_key(StreamField.VALUES, s)] for s in self.streams),
+            memory=memory,
+            loss_mask=minibatch[BufferKey.MASK])
+
+    def update(self, buffer: AgentBuffer, step: int, rng: np.random.Generator) -> Dict[str, float]:
+        """``num_epoch`` passes of shuffled minibatches over ``buffer``; returns mean stats."""
+        hp = self.hp
+        values = self.schedules(step)
+        self.optimizer.learning_rate.assign(values["learning_rate"])
+        beta = tf.constant(values["beta"], tf.float32)
+        epsilon = tf.constant(values["epsilon"], tf.float32)
+        totals: Dict[str, float] = {}
+        count = 0
+        for _ in range(hp.num_epoch):
+            buffer.shuffle(rng=rng)
+            for minibatch in buffer.minibatches(hp.batch_size):
+                out = self.update_step(self.make_batch(minibatch), beta, epsilon)
+                for key, value in out.items():
+                    totals[key] = totals.get(key, 0.0) + float(value)
+                count += 1
+        stats = {key: total / max(count, 1) for key, total in totals.items()}
+        stats.update({"Policy/Learning Rate": values["learning_rate"],
+                      "Policy/Beta": values["beta"], "Policy/Epsilon": values["epsilon"]})
+        return stats
+
+    def trackables(self) -> Dict[str, object]:
+        return {"optimizer": self.optimizer}
