@@ -3,10 +3,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Dict, List, Optional, Sequence
 
 import yaml
+
+# TensorFlow's C++ start-up lines (oneDNN, CUDA probing) drown the console otherwise.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -47,6 +51,8 @@ def evaluate_main(argv: Optional[List[str]] = None) -> int:
     _add_env_arguments(parser)
     parser.add_argument("--policy", required=True, help=POLICY_HELP)
     parser.add_argument("--episodes", type=int, default=10, help="episodes per behavior")
+    parser.add_argument("--deterministic", action="store_true",
+                        help="take the most likely actions instead of sampling")
     args = parser.parse_args(argv)
     if args.episodes < 1:
         parser.error(f"--episodes must be >= 1, got {args.episodes}")
@@ -57,9 +63,10 @@ def evaluate_main(argv: Optional[List[str]] = None) -> int:
         parser.error(str(error))
     with env:
         try:
-            policy = make_policy(args.policy, env, seed=args.seed)
+            policy = make_policy(args.policy, env, seed=args.seed,
+                                 deterministic=args.deterministic)
             results = evaluate(env, policy, episodes=args.episodes)
-        except ValueError as error:
+        except ValueError as error:  # includes ConfigError and CheckpointError
             parser.error(str(error))
     for result in results.values():
         print(f"{result['behavior']}: {result['episodes']} episodes, mean reward "

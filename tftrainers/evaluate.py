@@ -9,6 +9,7 @@ memory also get ``policy.episode_ended(behavior_name, agent_ids)``.
 """
 from __future__ import annotations
 
+import os
 from typing import Callable, Dict, List
 
 import numpy as np
@@ -17,7 +18,8 @@ from tftrainers.envs import ActionTuple, BaseEnv, DecisionSteps
 from tftrainers.envs.agent_rows import AgentRows
 
 Policy = Callable[[str, DecisionSteps], ActionTuple]
-POLICY_HELP = "heuristic (the env's teacher) or random"
+POLICY_HELP = ("heuristic (the env's teacher), random, or a run folder results/RUN (its latest "
+               "checkpoint)")
 
 
 class RandomPolicy:
@@ -32,12 +34,44 @@ class RandomPolicy:
             len(decision_steps), self.rng, decision_steps.action_mask)
 
 
-def make_policy(name: str, env: BaseEnv, seed: int = 0) -> Policy:
-    """Resolves ``--policy``: ``heuristic`` or ``random``."""
+class CheckpointPolicy:
+    """The policies of a training run's latest checkpoints, one per behavior of the env."""
+
+    def __init__(self, run_dir: str, env: BaseEnv, seed: int = 0, deterministic: bool = False):
+        from tftrainers.checkpoint import Checkpointer, CheckpointError
+        from tftrainers.settings import load_run_options
+        from tftrainers.trainers.policy import Policy
+        config = os.path.join(run_dir, "configuration.yaml")
+        if not os.path.exists(config):
+            raise ValueError(f"{run_dir}: not a training run (no configuration.yaml)")
+        options = load_run_options(config)
+        self.policies = {}
+        for name, spec in env.behavior_specs.items():
+            settings = options.settings_for(name)
+            directory = os.path.join(run_dir, name, "checkpoints")
+            path = Checkpointer(directory, name).latest()
+            if path is None:
+                raise CheckpointError(f"{directory}: no checkpoint of behavior '{name}'")
+            policy = Policy(spec, settings.network_settings, list(settings.reward_signals),
+                            seed=seed, deterministic=deterministic)
+            Checkpointer.restore(path, policy.trackables())
+            self.policies[name] = policy
+
+    def __call__(self, behavior_name: str, decision_steps: DecisionSteps) -> ActionTuple:
+        return self.policies[behavior_name].act(decision_steps)[1]
+
+    def episode_ended(self, behavior_name: str, agent_ids: np.ndarray) -> None:
+        self.policies[behavior_name].episode_ended(agent_ids)
+
+
+def make_policy(name: str, env: BaseEnv, seed: int = 0, deterministic: bool = False) -> Policy:
+    """Resolves ``--policy``: ``heuristic``, ``random`` or a run folder."""
     if name == "heuristic":
         return env.heuristic
     if name == "random":
         return RandomPolicy(env, seed)
+    if os.path.isdir(name):
+        return CheckpointPolicy(name, env, seed, deterministic)
     raise ValueError(f"unknown policy '{name}'; use {POLICY_HELP}")
 
 

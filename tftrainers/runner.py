@@ -73,8 +73,12 @@ def run_training(options: RunOptions, log=print) -> int:
     from tftrainers.trainers.registry import create_trainer
     from tftrainers.stats import ConsoleWriter, CSVWriter, ProgressDisplay, TensorBoardWriter
 
-    if options.tf_settings.device == "cpu":
+    ts = options.tf_settings
+    if ts.device == "cpu":
         tf.config.set_visible_devices([], "GPU")
+    if ts.num_threads:
+        tf.config.threading.set_inter_op_parallelism_threads(ts.num_threads)
+        tf.config.threading.set_intra_op_parallelism_threads(ts.num_threads)
     cs = options.checkpoint_settings
     run_dir = prepare_run_dir(options)
     seed = resolve_seed(options)
@@ -90,7 +94,7 @@ def run_training(options: RunOptions, log=print) -> int:
             settings = options.settings_for(name)
             trainers[name] = create_trainer(name, spec, settings, run_dir, seed=seed + index,
                                             writers=writers, progress=progress,
-                                            inference=cs.inference)
+                                            inference=cs.inference, jit_compile=ts.jit_compile)
             if cs.resume:
                 trainers[name].restore_latest()
             elif cs.initialize_from:

@@ -35,7 +35,8 @@ class OnPolicyTrainer(abc.ABC):
 
     def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings,
                  run_dir: str, seed: int = 0, writers: Sequence[StatsWriter] = (),
-                 progress: Optional[ProgressDisplay] = None, inference: bool = False):
+                 progress: Optional[ProgressDisplay] = None, inference: bool = False,
+                 jit_compile: bool = True):
         self.behavior_name = behavior_name
         self.spec = spec
         self.settings = settings
@@ -50,14 +51,18 @@ class OnPolicyTrainer(abc.ABC):
         tf.random.set_seed(seed)
         import keras
         keras.utils.set_random_seed(seed)
+        self.jit_compile = jit_compile
         self.policy = Policy(spec, settings.network_settings, self.streams, seed=seed,
-                             deterministic=inference and settings.network_settings.deterministic)
+                             deterministic=inference and settings.network_settings.deterministic,
+                             jit_compile=jit_compile)
         self.optimizer = self.create_optimizer()
         self.processor = AgentProcessor(spec, settings.time_horizon, self.streams, behavior_name)
         self.buffer = AgentBuffer(self.policy.sequence_length)
         self.rng = np.random.default_rng(seed + 1)  # minibatch shuffles
         self.step = 0
         self._last_info = None
+        self._pending: List[Trajectory] = []  # finished, not yet in the update buffer
+        self._pending_steps = 0
         self.stats = StatsReporter(behavior_name, writers)
         self.progress = progress
         self.behavior_dir = os.path.join(run_dir, behavior_name)
@@ -98,8 +103,14 @@ class OnPolicyTrainer(abc.ABC):
             self.stats.add_stat(EPISODE_LENGTH, episodes.episode_length)
         trajectories = self.processor.pop_trajectories()
         if trajectories and not self.inference:
-            self._process_trajectories(trajectories)
-            if len(self.buffer) >= self.settings.hyperparameters.buffer_size:
+            # Returns are computed in one batch once there is enough for an update: one
+            # critic call and one normalizer update for thousands of steps.
+            self._pending.extend(trajectories)
+            self._pending_steps += sum(len(t) for t in trajectories)
+            if self._pending_steps + len(self.buffer) >= \
+                    self.settings.hyperparameters.buffer_size:
+                self._process_trajectories(self._pending)
+                self._pending, self._pending_steps = [], 0
                 self._update()
         if self.step >= self._next_summary:
             self.stats.write_stats(self.step)

@@ -10,6 +10,11 @@ Loss terms, as in ML-Agents (torch ``ppo/optimizer_torch.py``):
                 V_clip = V_old + clip(V - V_old, -eps, eps)
     loss      = L_policy + 0.5 L_value - beta * masked_mean_t(entropy_t)
 ``masked_mean_t`` averages over real steps (sequence padding has mask 0).
+
+One compiled call runs a whole update: the buffer goes in once (padded to a power-of-two
+capacity, so XLA compiles once per capacity rather than per buffer length) with a fixed-
+shape matrix of minibatch indices (``num_epoch`` shuffled passes, whole sequences for
+recurrent policies) and the number of rows to use; the minibatch loop runs in the graph.
 """
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ import tensorflow as tf
 from tftrainers.networks import Actions
 from tftrainers.processing import AgentBuffer, BufferKey, StreamField, obs_key, stream_key
 from tftrainers.settings import PPOSettings
-from tftrainers.trainers.policy import Policy, obs_signature
+from tftrainers.trainers.policy import Policy, bucket, obs_signature, pad_rows
 from tftrainers.trainers.schedules import (BETA_FLOOR, EPSILON_FLOOR, LEARNING_RATE_FLOOR,
                                            decayed_value)
 
@@ -38,7 +43,7 @@ class PPOBatch(NamedTuple):
     advantages: tf.Tensor  # [B]
     returns: Tuple[tf.Tensor, ...]  # per stream [B]
     old_values: Tuple[tf.Tensor, ...]  # per stream [B]
-    memory: tf.Tensor  # [B / sequence_length, memory_size]: state at each sequence start
+    memory: tf.Tensor  # [B, memory_size] read at each step; a minibatch keeps sequence starts
     loss_mask: tf.Tensor  # [B] 1 = real step
 
 
@@ -68,9 +73,10 @@ def value_loss(values: Sequence[tf.Tensor], old_values: Sequence[tf.Tensor],
 
 
 class PPOOptimizer:
-    """Owns the Adam optimizer over actor and critic and the compiled update step."""
+    """Owns the Adam optimizer over actor and critic and the compiled update."""
 
-    def __init__(self, policy: Policy, hyperparameters: PPOSettings, max_steps: int):
+    def __init__(self, policy: Policy, hyperparameters: PPOSettings, max_steps: int,
+                 jit_compile: bool = True):
         self.policy = policy
         self.hp = hyperparameters
         self.max_steps = max_steps
@@ -85,7 +91,7 @@ class PPOOptimizer:
         b = spec.action_spec.discrete_size
         mask_size = int(sum(spec.action_spec.discrete_branches))
         f32 = tf.float32
-        batch_signature = PPOBatch(
+        buffer_signature = PPOBatch(
             obs=tuple(obs_signature(spec)),
             action_mask=tf.TensorSpec([None, mask_size], f32),
             continuous_action=tf.TensorSpec([None, c], f32),
@@ -96,10 +102,12 @@ class PPOOptimizer:
             old_values=tuple(tf.TensorSpec([None], f32) for _ in self.streams),
             memory=tf.TensorSpec([None, policy.memory_size], f32),
             loss_mask=tf.TensorSpec([None], f32))
-        self.update_step = tf.function(self._update_step, input_signature=[
-            batch_signature, tf.TensorSpec([], f32), tf.TensorSpec([], f32)])
+        self.update_fn = tf.function(self._update_all, input_signature=[
+            buffer_signature, tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int32),
+            tf.TensorSpec([], f32), tf.TensorSpec([], f32)], jit_compile=jit_compile)
 
     def schedules(self, step: int) -> Dict[str, float]:
+        """Learning rate, beta and epsilon at ``step`` (ML-Agents' schedules and floors)."""
         hp = self.hp
         return {
             "learning_rate": decayed_value(hp.learning_rate_schedule, hp.learning_rate,
@@ -109,7 +117,24 @@ class PPOOptimizer:
                                      self.max_steps),
         }
 
+    # --- compiled ---------------------------------------------------------------------------
+    def _update_all(self, buffer: PPOBatch, index: tf.Tensor, count: tf.Tensor, beta: tf.Tensor,
+                    epsilon: tf.Tensor) -> Dict[str, tf.Tensor]:
+        """Gradient steps on the minibatches ``index[:count]`` ([rows, batch] step indices)."""
+        seq = self.sequence_length
+        totals = {"Losses/Policy Loss": tf.constant(0.0), "Losses/Value Loss": tf.constant(0.0),
+                  "Policy/Update Entropy": tf.constant(0.0)}
+        for i in tf.range(count):
+            rows = index[i]
+            minibatch = tf.nest.map_structure(lambda x: tf.gather(x, rows), buffer)
+            minibatch = minibatch._replace(memory=tf.gather(buffer.memory, rows[::seq]))
+            out = self._update_step(minibatch, beta, epsilon)
+            totals = {k: totals[k] + out[k] for k in totals}
+        n = tf.cast(tf.maximum(count, 1), tf.float32)
+        return {k: v / n for k, v in totals.items()}
+
     def _update_step(self, batch: PPOBatch, beta: tf.Tensor, epsilon: tf.Tensor):
+        """One gradient step on a minibatch (``batch.memory``: [sequences, memory_size])."""
         actor, critic = self.policy.actor, self.policy.critic
         memory = batch.memory if self.policy.memory_size else None
         with tf.GradientTape() as tape:
@@ -131,46 +156,67 @@ class PPOOptimizer:
         return {"Losses/Policy Loss": tf.abs(p_loss), "Losses/Value Loss": v_loss,
                 "Policy/Update Entropy": entropy}
 
-    def make_batch(self, minibatch) -> PPOBatch:
-        """Buffer minibatch (``{key: array}``) -> PPOBatch of arrays."""
-        n_obs = len(self.policy.spec.observation_specs)
-        seq = self.sequence_length
-        first = minibatch[BufferKey.CONTINUOUS_ACTION]
-        memory = (minibatch[BufferKey.MEMORY][::seq] if self.policy.memory_size
-                  else np.zeros((len(first) // seq, 0), np.float32))
-        return PPOBatch(
-            obs=tuple(minibatch[obs_key(i)] for i in range(n_obs)),
-            action_mask=minibatch[BufferKey.ACTION_MASK],
-            continuous_action=first,
-            discrete_action=minibatch[BufferKey.DISCRETE_ACTION],
-            old_log_probs=np.concatenate([minibatch[BufferKey.CONTINUOUS_LOG_PROBS],
-                                          minibatch[BufferKey.DISCRETE_LOG_PROBS]], axis=1),
-            advantages=minibatch[BufferKey.ADVANTAGES],
-            returns=tuple(minibatch[stream_key(StreamField.RETURNS, s)] for s in self.streams),
-            old_values=tuple(minibatch[stream_key(StreamField.VALUES, s)] for s in self.streams),
-            memory=memory,
-            loss_mask=minibatch[BufferKey.MASK])
-
+    # --- Python side --------------------------------------------------------------------------
     def update(self, buffer: AgentBuffer, step: int, rng: np.random.Generator) -> Dict[str, float]:
-        """``num_epoch`` passes of shuffled minibatches over ``buffer``; returns mean stats."""
-        hp = self.hp
+        """``num_epoch`` passes of shuffled minibatches over ``buffer`` in one compiled call.
+
+        Returns:
+            Mean losses and the schedules' current values, by ML-Agents stat name.
+        """
         values = self.schedules(step)
         self.optimizer.learning_rate.assign(values["learning_rate"])
-        beta = tf.constant(values["beta"], tf.float32)
-        epsilon = tf.constant(values["epsilon"], tf.float32)
-        totals: Dict[str, float] = {}
-        count = 0
-        for _ in range(hp.num_epoch):
-            buffer.shuffle(rng=rng)
-            for minibatch in buffer.minibatches(hp.batch_size):
-                out = self.update_step(self.make_batch(minibatch), beta, epsilon)
-                for key, value in out.items():
-                    totals[key] = totals.get(key, 0.0) + float(value)
-                count += 1
-        stats = {key: total / max(count, 1) for key, total in totals.items()}
+        n_steps = len(buffer)
+        capacity = bucket(n_steps)
+        capacity += -capacity % self.sequence_length
+        index, count = self.minibatch_index(n_steps, capacity, rng)
+        out = self.update_fn(self.make_batch(buffer, capacity), index, count,
+                             values["beta"], values["epsilon"])
+        stats = {key: float(value) for key, value in out.items()}
         stats.update({"Policy/Learning Rate": values["learning_rate"],
                       "Policy/Beta": values["beta"], "Policy/Epsilon": values["epsilon"]})
         return stats
+
+    def make_batch(self, buffer: AgentBuffer, capacity: int) -> PPOBatch:
+        """The buffer's fields as a PPOBatch, padded with zeros to ``capacity`` steps."""
+        n_obs = len(self.policy.spec.observation_specs)
+
+        def field(key):
+            return pad_rows(buffer[key], capacity)
+        memory = (field(BufferKey.MEMORY) if self.policy.memory_size
+                  else np.zeros((capacity, 0), np.float32))
+        return PPOBatch(
+            obs=tuple(field(obs_key(i)) for i in range(n_obs)),
+            action_mask=pad_rows(buffer[BufferKey.ACTION_MASK], capacity, 1.0),
+            continuous_action=field(BufferKey.CONTINUOUS_ACTION),
+            discrete_action=field(BufferKey.DISCRETE_ACTION),
+            old_log_probs=np.concatenate([field(BufferKey.CONTINUOUS_LOG_PROBS),
+                                          field(BufferKey.DISCRETE_LOG_PROBS)], axis=1),
+            advantages=field(BufferKey.ADVANTAGES),
+            returns=tuple(field(stream_key(StreamField.RETURNS, s)) for s in self.streams),
+            old_values=tuple(field(stream_key(StreamField.VALUES, s)) for s in self.streams),
+            memory=memory,
+            loss_mask=field(BufferKey.MASK))
+
+    def minibatch_index(self, n_steps: int, capacity: int,
+                        rng: np.random.Generator) -> Tuple[np.ndarray, int]:
+        """Step indices of ``num_epoch`` shuffled passes of whole-sequence minibatches.
+
+        Returns:
+            index [rows, batch] int32 (rows fixed by ``capacity``) and how many rows to use.
+            Each pass has ``n_steps // batch`` minibatches; the remainder is left out, a
+            different part each pass, as ML-Agents does.
+        """
+        seq = self.sequence_length
+        per_batch = max(self.hp.batch_size // seq, 1)  # sequences per minibatch
+        batches = (n_steps // seq) // per_batch
+        rows = self.hp.num_epoch * max((capacity // seq) // per_batch, 1)
+        index = np.zeros((rows, per_batch * seq), np.int32)
+        offsets = np.arange(seq)
+        for epoch in range(self.hp.num_epoch):
+            order = rng.permutation(n_steps // seq)[:batches * per_batch]
+            steps = (order.reshape(batches, per_batch, 1) * seq + offsets).reshape(batches, -1)
+            index[epoch * batches:(epoch + 1) * batches] = steps
+        return index, self.hp.num_epoch * batches
 
     def trackables(self) -> Dict[str, object]:
         return {"optimizer": self.optimizer}

@@ -9,4 +9,5 @@ class PPOTrainer(OnPolicyTrainer):
     """Trains one behavior with PPO (see ``OnPolicyTrainer`` for the loop)."""
 
     def create_optimizer(self) -> PPOOptimizer:
-        return PPOOptimizer(self.policy, self.settings.hyperparameters, self.settings.max_steps)
+        return PPOOptimizer(self.policy, self.settings.hyperparameters, self.settings.max_steps,
+                            jit_compile=self.jit_compile)
