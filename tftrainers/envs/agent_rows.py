@@ -14,13 +14,22 @@ class AgentRows:
     def __init__(self):
         self._sorted_ids = np.empty(0, np.int64)
         self._sorted_rows = np.empty(0, np.int64)
+        self._last = (None, None)  # the same agents step after step: reuse the answer
 
     def __len__(self) -> int:
         return len(self._sorted_ids)
 
     def rows(self, agent_id: np.ndarray) -> np.ndarray:
         """Rows of ``agent_id`` [n] (assigning rows to ids not seen before)."""
-        agent_id = np.asarray(agent_id, np.int64)
+        last_ids, last_rows = self._last
+        if last_ids is not None and len(last_ids) == len(agent_id) and \
+                np.array_equal(last_ids, agent_id):
+            return last_rows
+        rows = self._lookup(np.asarray(agent_id, np.int64))
+        self._last = (np.array(agent_id, copy=True), rows)
+        return rows
+
+    def _lookup(self, agent_id: np.ndarray) -> np.ndarray:
         n_known = len(self._sorted_ids)
         pos = np.searchsorted(self._sorted_ids, agent_id)
         known = pos < n_known

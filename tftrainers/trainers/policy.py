@@ -9,9 +9,9 @@ Sampling noise comes from a NumPy generator (``policy.rng``) whose state goes in
 checkpoint, so a resumed run draws the same actions an uninterrupted one would have.
 Per-agent recurrent memory lives in one array indexed by dense agent rows.
 
-The compiled calls are XLA-compiled by default: a small policy then costs about 100 us a
-step instead of 500 (per-op executor overhead dominates such graphs). XLA compiles once per
-input shape, so batches are padded to the next power of two (``bucket``).
+The act call is XLA-compiled by default: a small policy then costs about 100 us a step
+instead of 500 (per-op executor overhead dominates such graphs). XLA compiles once per
+input shape, so batches are padded to a power of two (``bucket``), never shrinking.
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from tftrainers.networks import Critic, PolicyNetwork
 from tftrainers.networks.action_model import ActionNoise
 from tftrainers.processing import ActionInfo, LogProbs
 from tftrainers.settings import NetworkSettings
+from tftrainers.trainers.compiled import CompiledFunction
 
 
 def bucket(n: int) -> int:
@@ -82,13 +83,15 @@ class Policy:
         self._branches = action_spec.discrete_branches
         self._mask_size = int(sum(self._branches))
         obs = obs_signature(spec)
-        self._act_fn = tf.function(self._act, input_signature=[
+        self._act_fn = CompiledFunction(self._act, [
             obs, tf.TensorSpec([None, self._mask_size], tf.float32),
             tf.TensorSpec([None, self.memory_size], tf.float32),
             tf.TensorSpec([None, self._c], tf.float32),
             tf.TensorSpec([None, self._mask_size], tf.float32)], jit_compile=jit_compile)
-        self._values_fn = tf.function(self._values, input_signature=[obs],
-                                      jit_compile=jit_compile)
+        # Values are computed once per update for many trajectories: not worth an XLA
+        # compile per batch size.
+        self._values_fn = CompiledFunction(self._values, [obs], jit_compile=False)
+        self._act_rows = 1  # act batches are padded to the largest bucket seen
         self._normalize_fn = tf.function(self._update_normalization, input_signature=[obs]) \
             if ns.normalize else None
 
@@ -125,7 +128,9 @@ class Policy:
             AgentProcessor records) and the ActionTuple the env receives.
         """
         n = len(decision_steps)
-        size = bucket(n)
+        # One XLA compile for the usual batch: agents sitting a step out shrink n, and
+        # padding up to the largest batch seen costs less than compiling another shape.
+        self._act_rows = size = max(bucket(n), self._act_rows)
         masks = allowed_action_mask(decision_steps.action_mask, self._branches, n)
         rows = self._rows.rows(decision_steps.agent_id)
         if self.memory_size:
@@ -168,10 +173,7 @@ class Policy:
 
     def values(self, obs: List[np.ndarray]) -> Dict[str, np.ndarray]:
         """Critic values {stream: [n]} of a batch of observations."""
-        n = len(obs[0])
-        size = bucket(n)
-        values = self._values_fn([pad_rows(o, size) for o in obs])
-        return {k: v.numpy()[:n] for k, v in values.items()}
+        return {k: v.numpy() for k, v in self._values_fn(obs).items()}
 
     def update_normalization(self, obs: List[np.ndarray]) -> None:
         """Adds observations to the running statistics of actor and critic normalizers."""

@@ -27,6 +27,7 @@ import tensorflow as tf
 from tftrainers.networks import Actions
 from tftrainers.processing import AgentBuffer, BufferKey, StreamField, obs_key, stream_key
 from tftrainers.settings import PPOSettings
+from tftrainers.trainers.compiled import CompiledFunction
 from tftrainers.trainers.policy import Policy, bucket, obs_signature, pad_rows
 from tftrainers.trainers.schedules import (BETA_FLOOR, EPSILON_FLOOR, LEARNING_RATE_FLOOR,
                                            decayed_value)
@@ -102,7 +103,7 @@ class PPOOptimizer:
             old_values=tuple(tf.TensorSpec([None], f32) for _ in self.streams),
             memory=tf.TensorSpec([None, policy.memory_size], f32),
             loss_mask=tf.TensorSpec([None], f32))
-        self.update_fn = tf.function(self._update_all, input_signature=[
+        self.update_fn = CompiledFunction(self._update_all, [
             buffer_signature, tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int32),
             tf.TensorSpec([], f32), tf.TensorSpec([], f32)], jit_compile=jit_compile)
 
@@ -166,7 +167,9 @@ class PPOOptimizer:
         values = self.schedules(step)
         self.optimizer.learning_rate.assign(values["learning_rate"])
         n_steps = len(buffer)
-        capacity = bucket(n_steps)
+        # Buffers overshoot buffer_size by the trajectories that finished last; room for
+        # half as much again keeps most updates on one compiled shape.
+        capacity = bucket(max(n_steps, self.hp.buffer_size * 3 // 2))
         capacity += -capacity % self.sequence_length
         index, count = self.minibatch_index(n_steps, capacity, rng)
         out = self.update_fn(self.make_batch(buffer, capacity), index, count,

@@ -1,0 +1,40 @@
+"""One compiled function per step, traced once from a fixed input signature, called cheaply.
+
+``tf.function.__call__`` re-binds and re-casts every argument against the signature on each
+call; for a policy step that costs more than running the XLA-compiled graph. Because the
+signature is fixed, there is exactly one concrete function: ``CompiledFunction`` traces it
+up front and calls it with flat tensors, so the Python overhead per step stays small. XLA
+still compiles once per distinct input shape (callers pad batches to buckets).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import tensorflow as tf
+
+
+class CompiledFunction:
+    """``fn`` compiled with ``input_signature`` (and XLA when ``jit_compile``).
+
+    Call it with arguments matching the signature's structure (NumPy arrays, tensors or
+    Python scalars); it returns what ``fn`` returns, as tensors.
+    """
+
+    def __init__(self, fn: Callable, input_signature: Sequence[Any], jit_compile: bool = True):
+        self.function = tf.function(fn, input_signature=input_signature, jit_compile=jit_compile)
+        self.concrete = self.function.get_concrete_function()
+        self._specs = tf.nest.flatten(list(input_signature))
+        self._call_flat = getattr(self.concrete, "_call_flat", None)
+
+    @property
+    def tracing_count(self) -> int:
+        return self.function.experimental_get_tracing_count()
+
+    def __call__(self, *args):
+        flat = tf.nest.flatten(list(args))
+        if len(flat) != len(self._specs):
+            raise ValueError(f"expected {len(self._specs)} input tensors, got {len(flat)}")
+        tensors = [tf.convert_to_tensor(x, dtype=spec.dtype) for x, spec in zip(flat, self._specs)]
+        if self._call_flat is None:  # a TensorFlow without the private fast path
+            return self.function(*args)
+        return self._call_flat(tensors, self.concrete.captured_inputs)
