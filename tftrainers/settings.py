@@ -154,6 +154,12 @@ class _OnPolicyHyperparameters(_Settings):
                               None, choices=SCHEDULES, default_from="learning_rate_schedule")
     epsilon_schedule: str = _opt("Clipping range over training (default: learning_rate_schedule).",
                                  None, choices=SCHEDULES, default_from="learning_rate_schedule")
+    # tftrainers extensions; their defaults are ML-Agents' behaviour.
+    clip_value: bool = _opt("Clip the value change to epsilon in the value loss (ML-Agents: "
+                            "true; Stable-Baselines3's default: false).", True)
+    max_grad_norm: Optional[float] = _opt(
+        "Clip the global gradient norm to this (null: no clipping, as ML-Agents; "
+        "Stable-Baselines3's default: 0.5).", None, gt=0)
 
     _relations = (("buffer_size", ">=", "batch_size"),)
 

@@ -47,6 +47,9 @@ class OnPolicyTrainer(abc.ABC):
             raise ConfigError(f"behaviors.{behavior_name}.reward_signals.{unknown[0]}: not "
                               f"available in this version; available: "
                               f"{', '.join(SUPPORTED_REWARD_SIGNALS)}")
+        if getattr(settings.hyperparameters, "shared_critic", False):
+            raise ConfigError(f"behaviors.{behavior_name}.hyperparameters.shared_critic: true is "
+                              f"not available in this version; allowed: false")
         self.streams = list(settings.reward_signals)
         tf.random.set_seed(seed)
         import keras

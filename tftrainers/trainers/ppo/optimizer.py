@@ -63,13 +63,17 @@ def policy_loss(log_probs: tf.Tensor, old_log_probs: tf.Tensor, advantages: tf.T
 
 
 def value_loss(values: Sequence[tf.Tensor], old_values: Sequence[tf.Tensor],
-               returns: Sequence[tf.Tensor], epsilon: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
-    """Clipped value loss, averaged over reward streams."""
+               returns: Sequence[tf.Tensor], epsilon: tf.Tensor, mask: tf.Tensor,
+               clip: bool = True) -> tf.Tensor:
+    """Value loss averaged over reward streams; clipped as ML-Agents does unless ``clip``
+    is False (plain squared error, Stable-Baselines3's default)."""
     losses = []
     for value, old, target in zip(values, old_values, returns):
-        clipped = old + tf.clip_by_value(value - old, -epsilon, epsilon)
-        losses.append(masked_mean(tf.maximum(tf.square(target - value),
-                                             tf.square(target - clipped)), mask))
+        error = tf.square(target - value)
+        if clip:
+            clipped = old + tf.clip_by_value(value - old, -epsilon, epsilon)
+            error = tf.maximum(error, tf.square(target - clipped))
+        losses.append(masked_mean(error, mask))
     return tf.reduce_mean(tf.stack(losses))
 
 
@@ -149,10 +153,12 @@ class PPOOptimizer:
             p_loss = policy_loss(log_probs, batch.old_log_probs, batch.advantages, epsilon,
                                  batch.loss_mask)
             v_loss = value_loss(values, batch.old_values, batch.returns, epsilon,
-                                batch.loss_mask)
+                                batch.loss_mask, clip=self.hp.clip_value)
             entropy = masked_mean(evaluation.entropy, batch.loss_mask)
             loss = p_loss + 0.5 * v_loss - beta * entropy
         gradients = tape.gradient(loss, self.variables)
+        if self.hp.max_grad_norm is not None:
+            gradients, _ = tf.clip_by_global_norm(gradients, self.hp.max_grad_norm)
         self.optimizer.apply_gradients(zip(gradients, self.variables))
         return {"Losses/Policy Loss": tf.abs(p_loss), "Losses/Value Loss": v_loss,
                 "Policy/Update Entropy": entropy}
