@@ -21,7 +21,10 @@ class CompiledFunction:
     """
 
     def __init__(self, fn: Callable, input_signature: Sequence[Any], jit_compile: bool = True):
-        self.function = tf.function(fn, input_signature=input_signature, jit_compile=jit_compile)
+        # No autograph: these functions hold no Python control flow over tensors (loops are
+        # written as tf.while_loop), and converting them cost a second at start-up.
+        self.function = tf.function(fn, input_signature=input_signature, jit_compile=jit_compile,
+                                    autograph=False)
         self.concrete = self.function.get_concrete_function()
         self._specs = tf.nest.flatten(list(input_signature))
         self._call_flat = getattr(self.concrete, "_call_flat", None)

@@ -66,6 +66,7 @@ class OnPolicyTrainer(abc.ABC):
         self._last_info = None
         self._pending: List[Trajectory] = []  # finished, not yet in the update buffer
         self._pending_steps = 0
+        self._entropy_sum, self._entropy_count = 0.0, 0
         self.stats = StatsReporter(behavior_name, writers)
         self.progress = progress
         self.behavior_dir = os.path.join(run_dir, behavior_name)
@@ -95,7 +96,8 @@ class OnPolicyTrainer(abc.ABC):
         info, env_actions = self.policy.act(decision_steps)
         self._last_info = info
         self.step += len(decision_steps)
-        self.stats.add_stat("Policy/Entropy", float(np.mean(self.policy.last_entropy)))
+        self._entropy_sum += float(self.policy.last_entropy.sum())
+        self._entropy_count += len(decision_steps)
         return env_actions
 
     def advance(self) -> None:
@@ -116,6 +118,9 @@ class OnPolicyTrainer(abc.ABC):
                 self._pending, self._pending_steps = [], 0
                 self._update()
         if self.step >= self._next_summary:
+            if self._entropy_count:
+                self.stats.set_stat("Policy/Entropy", self._entropy_sum / self._entropy_count)
+                self._entropy_sum, self._entropy_count = 0.0, 0
             self.stats.write_stats(self.step)
             while self._next_summary <= self.step:
                 self._next_summary += self.settings.summary_freq

@@ -83,11 +83,25 @@ class Policy:
         self._branches = action_spec.discrete_branches
         self._mask_size = int(sum(self._branches))
         obs = obs_signature(spec)
-        self._act_fn = CompiledFunction(self._act, [
-            obs, tf.TensorSpec([None, self._mask_size], tf.float32),
-            tf.TensorSpec([None, self.memory_size], tf.float32),
-            tf.TensorSpec([None, self._c], tf.float32),
-            tf.TensorSpec([None, self._mask_size], tf.float32)], jit_compile=jit_compile)
+        # The act call takes one packed float32 matrix and returns one: converting and
+        # unpacking a dozen small tensors a step costs more than the XLA-compiled graph.
+        self._obs_sizes = [int(np.prod(o.shape)) for o in spec.observation_specs]
+        in_sizes = self._obs_sizes + [self._mask_size, self.memory_size, self._c,
+                                      self._mask_size]
+        self._in_offsets = np.cumsum([0] + in_sizes)
+        b = action_spec.discrete_size
+        out_sizes = {"continuous_action": self._c, "env_continuous_action": self._c,
+                     "discrete_action": b, "log_probs_continuous": self._c,
+                     "log_probs_discrete": b, "entropy": 1, "memory": self.memory_size,
+                     **{f"value/{name}": 1 for name in self.stream_names}}
+        self._out_slices = {}
+        start = 0
+        for name, width in out_sizes.items():
+            self._out_slices[name] = slice(start, start + width)
+            start += width
+        self._act_fn = CompiledFunction(
+            self._act_packed, [tf.TensorSpec([None, int(self._in_offsets[-1])], tf.float32)],
+            jit_compile=jit_compile)
         # Values are computed once per update for many trajectories: not worth an XLA
         # compile per batch size.
         self._values_fn = CompiledFunction(self._values, [obs], jit_compile=False)
@@ -96,6 +110,22 @@ class Policy:
             if ns.normalize else None
 
     # --- compiled -------------------------------------------------------------------------
+    def _act_packed(self, packed):
+        parts = tf.split(packed, np.diff(self._in_offsets).tolist(), axis=1)
+        obs = [tf.reshape(p, [-1, *o.shape])
+               for p, o in zip(parts, self.spec.observation_specs)]
+        masks, memory, gaussian, uniform = parts[len(obs):]
+        out = self._act(obs, masks, memory, gaussian, uniform)
+        columns = []
+        for name in self._out_slices:
+            if name.startswith("value/"):
+                columns.append(out["values"][name[len("value/"):]][:, None])
+            elif name == "entropy":
+                columns.append(out["entropy"][:, None])
+            else:
+                columns.append(tf.cast(out[name], tf.float32))
+        return tf.concat(columns, axis=1)
+
     def _act(self, obs, masks, memory, gaussian, uniform):
         memory_in = memory if self.memory_size else None
         if self.deterministic:
@@ -131,32 +161,38 @@ class Policy:
         # One XLA compile for the usual batch: agents sitting a step out shrink n, and
         # padding up to the largest batch seen costs less than compiling another shape.
         self._act_rows = size = max(bucket(n), self._act_rows)
-        masks = allowed_action_mask(decision_steps.action_mask, self._branches, n)
         rows = self._rows.rows(decision_steps.agent_id)
+        packed = np.zeros((size, self._in_offsets[-1]), np.float32)
+        at = self._in_offsets
+        k = len(self._obs_sizes)
+        for i, o in enumerate(decision_steps.obs):
+            packed[:n, at[i]:at[i + 1]] = o.reshape(n, -1)
+        packed[:, at[k]:at[k + 1]] = 1.0  # padding rows: every action allowed
+        if self._mask_size:
+            packed[:n, at[k]:at[k + 1]] = allowed_action_mask(decision_steps.action_mask,
+                                                               self._branches, n)
         if self.memory_size:
             self._grow_memory()
             memory = self._memories[rows]
-        else:
-            memory = np.zeros((n, 0), np.float32)
-        gaussian = self.rng.standard_normal((n, self._c), np.float32)
+            packed[:n, at[k + 1]:at[k + 2]] = memory
+        packed[:n, at[k + 2]:at[k + 3]] = self.rng.standard_normal((n, self._c), np.float32)
         # Gumbel-max needs u in (0, 1): keep away from both ends in float32.
-        uniform = np.clip(self.rng.random((n, self._mask_size), np.float32), 1e-10, 1 - 1e-7)
-        out = self._act_fn([pad_rows(o, size) for o in decision_steps.obs],
-                           pad_rows(masks, size, 1.0), pad_rows(memory, size),
-                           pad_rows(gaussian, size), pad_rows(uniform, size, 0.5))
-        out = {k: ({s: v.numpy()[:n] for s, v in t.items()} if isinstance(t, dict)
-                   else t.numpy()[:n]) for k, t in out.items()}
+        packed[:, at[k + 3]:at[k + 4]] = 0.5
+        packed[:n, at[k + 3]:at[k + 4]] = np.clip(
+            self.rng.random((n, self._mask_size), np.float32), 1e-10, 1 - 1e-7)
+        out = self._act_fn(packed).numpy()[:n]
+        get = {name: out[:, cut] for name, cut in self._out_slices.items()}
         if self.memory_size:
-            self._memories[rows] = out["memory"]
-        discrete = out["discrete_action"]
+            self._memories[rows] = get["memory"]
+        discrete = get["discrete_action"].astype(np.int32)
         info = ActionInfo(
             agent_id=decision_steps.agent_id,
-            actions=ActionTuple(out["continuous_action"], discrete),
-            log_probs=LogProbs(out["log_probs_continuous"], out["log_probs_discrete"]),
-            values=out["values"],
+            actions=ActionTuple(get["continuous_action"], discrete),
+            log_probs=LogProbs(get["log_probs_continuous"], get["log_probs_discrete"]),
+            values={name: get[f"value/{name}"][:, 0] for name in self.stream_names},
             memory=memory if self.memory_size else None)
-        self.last_entropy = out["entropy"]
-        return info, ActionTuple(out["env_continuous_action"], discrete)
+        self.last_entropy = get["entropy"][:, 0]
+        return info, ActionTuple(get["env_continuous_action"], discrete)
 
     def episode_ended(self, agent_ids: np.ndarray) -> None:
         """Forgets the recurrent memory of agents whose episode ended."""

@@ -127,16 +127,19 @@ class PPOOptimizer:
                     epsilon: tf.Tensor) -> Dict[str, tf.Tensor]:
         """Gradient steps on the minibatches ``index[:count]`` ([rows, batch] step indices)."""
         seq = self.sequence_length
-        totals = {"Losses/Policy Loss": tf.constant(0.0), "Losses/Value Loss": tf.constant(0.0),
-                  "Policy/Update Entropy": tf.constant(0.0)}
-        for i in tf.range(count):
+        names = ("Losses/Policy Loss", "Losses/Value Loss", "Policy/Update Entropy")
+
+        def body(i, totals):
             rows = index[i]
             minibatch = tf.nest.map_structure(lambda x: tf.gather(x, rows), buffer)
             minibatch = minibatch._replace(memory=tf.gather(buffer.memory, rows[::seq]))
             out = self._update_step(minibatch, beta, epsilon)
-            totals = {k: totals[k] + out[k] for k in totals}
+            return i + 1, tuple(t + out[k] for t, k in zip(totals, names))
+
+        _, totals = tf.while_loop(lambda i, _: i < count, body,
+                                  (tf.constant(0), tuple(tf.constant(0.0) for _ in names)))
         n = tf.cast(tf.maximum(count, 1), tf.float32)
-        return {k: v / n for k, v in totals.items()}
+        return {k: v / n for k, v in zip(names, totals)}
 
     def _update_step(self, batch: PPOBatch, beta: tf.Tensor, epsilon: tf.Tensor):
         """One gradient step on a minibatch (``batch.memory``: [sequences, memory_size])."""
