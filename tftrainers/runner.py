@@ -77,8 +77,11 @@ def run_training(options: RunOptions, log=print) -> int:
     if ts.device == "cpu":
         tf.config.set_visible_devices([], "GPU")
     if ts.num_threads:
-        tf.config.threading.set_inter_op_parallelism_threads(ts.num_threads)
-        tf.config.threading.set_intra_op_parallelism_threads(ts.num_threads)
+        try:
+            tf.config.threading.set_inter_op_parallelism_threads(ts.num_threads)
+            tf.config.threading.set_intra_op_parallelism_threads(ts.num_threads)
+        except RuntimeError:  # TF already running in this process (a second run): keep its pools
+            pass
     cs = options.checkpoint_settings
     run_dir = prepare_run_dir(options)
     seed = resolve_seed(options)

@@ -111,9 +111,10 @@ class OnPolicyTrainer(abc.ABC):
             # Returns are computed in one batch once there is enough for an update: one
             # critic call and one normalizer update for thousands of steps.
             self._pending.extend(trajectories)
+            # Real experiences, not sequence padding, count towards buffer_size: with
+            # memory, short episodes would otherwise trigger updates mostly of padding.
             self._pending_steps += sum(len(t) for t in trajectories)
-            if self._pending_steps + len(self.buffer) >= \
-                    self.settings.hyperparameters.buffer_size:
+            if self._pending_steps >= self.settings.hyperparameters.buffer_size:
                 self._process_trajectories(self._pending)
                 self._pending, self._pending_steps = [], 0
                 self._update()

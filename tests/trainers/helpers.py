@@ -1,0 +1,46 @@
+"""Small settings and loops for trainer tests."""
+import numpy as np
+
+from tftrainers.envs import make
+from tftrainers.settings import RunOptions
+from tftrainers.trainers.registry import create_trainer
+
+
+def trainer_settings(name, **overrides):
+    """TrainerSettings for behavior ``name`` from a dict shaped like the YAML."""
+    behavior = {"trainer_type": "ppo",
+                "hyperparameters": {"batch_size": 32, "buffer_size": 128, "num_epoch": 2},
+                "network_settings": {"hidden_units": 16, "num_layers": 1},
+                "max_steps": 2000, "time_horizon": 16, "summary_freq": 500}
+    for key, value in overrides.items():
+        if isinstance(value, dict):
+            behavior.setdefault(key, {}).update(value)
+        else:
+            behavior[key] = value
+    return RunOptions.from_dict({"behaviors": {name: behavior}}).settings_for(name)
+
+
+def make_trainer(tmp_path, env, name, settings, seed=0, **kwargs):
+    return create_trainer(name, env.behavior_specs[name], settings, str(tmp_path), seed=seed,
+                          **kwargs)
+
+
+def drive(env, trainer, env_steps):
+    """The runner's loop for one behavior, for ``env_steps`` steps."""
+    name = trainer.behavior_name
+    for _ in range(env_steps):
+        decision, terminal = env.get_steps(name)
+        actions = trainer.act(decision, terminal)
+        if len(decision):
+            env.set_actions(name, actions)
+        env.step()
+        trainer.advance()
+
+
+def variables(trainer):
+    """Every variable a checkpoint should hold, as numpy, by name and position."""
+    out = []
+    for key, obj in sorted(trainer.trackables().items()):
+        for i, v in enumerate(obj.variables):
+            out.append((f"{key}/{i}/{v.name}", np.array(v.numpy())))
+    return out

@@ -1,0 +1,61 @@
+"""Known answers for each PPO loss term, the schedules and the minibatch index."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tftrainers.trainers.ppo.optimizer import masked_mean, policy_loss, value_loss
+from tftrainers.trainers.schedules import decayed_value
+
+
+def t(x):
+    return tf.constant(x, tf.float32)
+
+
+def test_masked_mean_ignores_padding():
+    assert float(masked_mean(t([1.0, 3.0, 100.0]), t([1, 1, 0]))) == pytest.approx(2.0)
+    assert float(masked_mean(t([5.0]), t([0.0]))) == 0.0  # no real step: no NaN
+
+
+def test_policy_loss_known_answer():
+    # Two steps, two action dimensions. Ratios: exp(0.5)=1.6487 (clipped to 1.2 when A>0),
+    # exp(-0.5)=0.6065 (clipped to 0.8), 1 and 1.
+    log_probs = t([[0.5, -0.5], [0.0, 0.0]])
+    old = t([[0.0, 0.0], [0.0, 0.0]])
+    adv = t([2.0, -1.0])
+    loss = float(policy_loss(log_probs, old, adv, t(0.2), t([1, 1])))
+    r1, r2 = np.exp(0.5), np.exp(-0.5)
+    step1 = min(r1 * 2, 1.2 * 2) + min(r2 * 2, 0.8 * 2)  # = 2.4 + 1.2131
+    step2 = -1.0 + -1.0
+    assert loss == pytest.approx(-(step1 + step2) / 2, rel=1e-5)
+
+
+def test_policy_loss_negative_advantage_takes_the_pessimistic_side():
+    # A < 0 and ratio 0.5: min(0.5 * -1, 0.8 * -1) = -0.8, so the loss is 0.8.
+    loss = policy_loss(t([[np.log(0.5)]]), t([[0.0]]), t([-1.0]), t(0.2), t([1.0]))
+    assert float(loss) == pytest.approx(0.8, rel=1e-5)
+
+
+def test_value_loss_clipped_and_unclipped():
+    values, old, returns = [t([1.0, 0.0])], [t([0.0, 0.0])], [t([2.0, 0.1])]
+    # Step 1: unclipped (2-1)^2 = 1; clipped value 0.2 -> (2-0.2)^2 = 3.24; max = 3.24.
+    # Step 2: (0.1-0)^2 = 0.01 both ways.
+    clipped = float(value_loss(values, old, returns, t(0.2), t([1, 1])))
+    assert clipped == pytest.approx((3.24 + 0.01) / 2, rel=1e-5)
+    plain = float(value_loss(values, old, returns, t(0.2), t([1, 1]), clip=False))
+    assert plain == pytest.approx((1.0 + 0.01) / 2, rel=1e-5)
+
+
+def test_value_loss_averages_streams():
+    loss = value_loss([t([1.0]), t([0.0])], [t([1.0]), t([0.0])], [t([2.0]), t([2.0])],
+                      t(10.0), t([1.0]))
+    assert float(loss) == pytest.approx((1.0 + 4.0) / 2)
+
+
+def test_schedules_decay_linearly_to_ml_agents_floors():
+    assert decayed_value("linear", 3e-4, 1e-10, 0, 1000) == pytest.approx(3e-4)
+    assert decayed_value("linear", 3e-4, 1e-10, 500, 1000) == pytest.approx(1.5e-4 + 0.5e-10)
+    assert decayed_value("linear", 0.2, 0.1, 1000, 1000) == pytest.approx(0.1)
+    assert decayed_value("linear", 0.2, 0.1, 5000, 1000) == pytest.approx(0.1)
+    assert decayed_value("constant", 0.2, 0.1, 900, 1000) == 0.2
+    with pytest.raises(ValueError, match="unknown schedule 'cosine'"):
+        decayed_value("cosine", 0.2, 0.1, 1, 2)
