@@ -93,6 +93,7 @@ def test_an_update_raises_the_probability_of_advantageous_actions(tmp_path):
     trainer = make_trainer(tmp_path, env, "Basic", settings)
     decision, _ = env.get_steps("Basic")
     info, _ = trainer.policy.act(decision)
+    values = trainer.policy.values(decision.obs)["extrinsic"]
     right = info.actions.discrete[:, 0] == 2
     buffer = AgentBuffer()
     buffer.append({
@@ -106,8 +107,8 @@ def test_an_update_raises_the_probability_of_advantageous_actions(tmp_path):
         BufferKey.GROUP_ID: np.zeros(64, np.int32), BufferKey.GROUP_REWARD: np.zeros(64, np.float32),
         BufferKey.DONE: np.zeros(64, np.float32),
         BufferKey.ADVANTAGES: np.where(right, 1.0, -1.0).astype(np.float32),
-        stream_key(StreamField.VALUES, "extrinsic"): info.values["extrinsic"],
-        stream_key(StreamField.RETURNS, "extrinsic"): info.values["extrinsic"],
+        stream_key(StreamField.VALUES, "extrinsic"): values,
+        stream_key(StreamField.RETURNS, "extrinsic"): values,
     })
 
     def p_right():

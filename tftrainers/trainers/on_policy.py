@@ -59,7 +59,8 @@ class OnPolicyTrainer(abc.ABC):
                              deterministic=inference and settings.network_settings.deterministic,
                              jit_compile=jit_compile)
         self.optimizer = self.create_optimizer()
-        self.processor = AgentProcessor(spec, settings.time_horizon, self.streams, behavior_name)
+        # Values are not carried per step (see _process_trajectories): no streams here.
+        self.processor = AgentProcessor(spec, settings.time_horizon, (), behavior_name)
         self.buffer = AgentBuffer(self.policy.sequence_length)
         self.rng = np.random.default_rng(seed + 1)  # minibatch shuffles
         self.step = 0
@@ -138,18 +139,22 @@ class OnPolicyTrainer(abc.ABC):
     def _process_trajectories(self, trajectories: List[Trajectory]) -> None:
         """GAE per reward stream for a batch of trajectories, into the update buffer."""
         n_obs = len(self.spec.observation_specs)
-        self.policy.update_normalization(
-            [np.concatenate([t.obs[i] for t in trajectories]) for i in range(n_obs)])
-        # One critic call bootstraps every trajectory from its next observation.
+        obs = [np.concatenate([t.obs[i] for t in trajectories]) for i in range(n_obs)]
+        self.policy.update_normalization(obs)
+        # Two critic calls value every step and bootstrap every trajectory, as ML-Agents'
+        # trajectory processing does (with the normalizer just updated).
+        step_values = self.policy.values(obs)
         next_values = self.policy.values(
             [np.stack([t.next_obs[i] for t in trajectories]) for i in range(n_obs)])
+        lengths = np.array([len(t) for t in trajectories])
+        bounds = np.cumsum(lengths)[:-1]
         done = np.array([t.done for t in trajectories])
         advantages = []
         returns: Dict[str, np.ndarray] = {}
         for name in self.streams:
             signal = self.settings.reward_signals[name]
-            rewards, lengths = pad_batch([t.rewards * signal.strength for t in trajectories])
-            values, _ = pad_batch([t.values[name] for t in trajectories])
+            rewards, _ = pad_batch([t.rewards * signal.strength for t in trajectories])
+            values, _ = pad_batch(np.split(step_values[name], bounds))
             # Extrinsic value is 0 after a real end; a cut (interrupted, time horizon)
             # bootstraps from the critic.
             bootstrap = np.where(done, 0.0, next_values[name])
@@ -157,8 +162,7 @@ class OnPolicyTrainer(abc.ABC):
                               lambd=self.settings.hyperparameters.lambd)
             advantages.append(adv)
             returns[name] = unpad_batch(adv + values, lengths)
-            self.stats.add_stat(f"Policy/{name.capitalize()} Value Estimate",
-                                unpad_batch(values, lengths))
+            self.stats.add_stat(f"Policy/{name.capitalize()} Value Estimate", step_values[name])
         advantage = unpad_batch(np.mean(advantages, axis=0), lengths)
         offset = 0
         for t in trajectories:
@@ -167,6 +171,7 @@ class OnPolicyTrainer(abc.ABC):
             fields[BufferKey.ADVANTAGES] = advantage[offset:end]
             for name in self.streams:
                 fields[stream_key(StreamField.RETURNS, name)] = returns[name][offset:end]
+                fields[stream_key(StreamField.VALUES, name)] = step_values[name][offset:end]
             self.buffer.append(fields)
             offset = end
 

@@ -1,7 +1,7 @@
 """The acting side of a behavior: actor and critic networks behind one compiled call.
 
     policy = Policy(behavior_spec, settings.network_settings, ["extrinsic"], seed=0)
-    info, env_actions = policy.act(decision_steps)     # one tf.function call for all agents
+    info, env_actions = policy.act(decision_steps)     # one compiled call for all agents
     env.set_actions(name, env_actions)
     policy.episode_ended(terminal_steps.agent_id)      # clears those agents' LSTM memory
 
@@ -92,8 +92,7 @@ class Policy:
         b = action_spec.discrete_size
         out_sizes = {"continuous_action": self._c, "env_continuous_action": self._c,
                      "discrete_action": b, "log_probs_continuous": self._c,
-                     "log_probs_discrete": b, "entropy": 1, "memory": self.memory_size,
-                     **{f"value/{name}": 1 for name in self.stream_names}}
+                     "log_probs_discrete": b, "entropy": 1, "memory": self.memory_size}
         self._out_slices = {}
         start = 0
         for name, width in out_sizes.items():
@@ -116,14 +115,8 @@ class Policy:
                for p, o in zip(parts, self.spec.observation_specs)]
         masks, memory, gaussian, uniform = parts[len(obs):]
         out = self._act(obs, masks, memory, gaussian, uniform)
-        columns = []
-        for name in self._out_slices:
-            if name.startswith("value/"):
-                columns.append(out["values"][name[len("value/"):]][:, None])
-            elif name == "entropy":
-                columns.append(out["entropy"][:, None])
-            else:
-                columns.append(tf.cast(out[name], tf.float32))
+        columns = [out["entropy"][:, None] if name == "entropy" else tf.cast(out[name], tf.float32)
+                   for name in self._out_slices]
         return tf.concat(columns, axis=1)
 
     def _act(self, obs, masks, memory, gaussian, uniform):
@@ -136,8 +129,6 @@ class Policy:
             out["entropy"] = tf.zeros(tf.shape(masks)[:1])
         else:
             out = self.actor(obs, masks, memory_in, noise=ActionNoise(gaussian, uniform))
-        values, _ = self.critic(obs)
-        out["values"] = values
         return out
 
     def _values(self, obs):
@@ -154,8 +145,9 @@ class Policy:
         """Actions for every agent in ``decision_steps``.
 
         Returns:
-            ActionInfo (raw actions, log probs, values and the memory read: what the
-            AgentProcessor records) and the ActionTuple the env receives.
+            ActionInfo (raw actions, log probs and the memory read: what the AgentProcessor
+            records) and the ActionTuple the env receives. Value estimates are not computed
+            here: as in ML-Agents, the critic evaluates whole trajectories before an update.
         """
         n = len(decision_steps)
         # One XLA compile for the usual batch: agents sitting a step out shrink n, and
@@ -189,7 +181,7 @@ class Policy:
             agent_id=decision_steps.agent_id,
             actions=ActionTuple(get["continuous_action"], discrete),
             log_probs=LogProbs(get["log_probs_continuous"], get["log_probs_discrete"]),
-            values={name: get[f"value/{name}"][:, 0] for name in self.stream_names},
+            values={},  # the critic runs once per update over whole trajectories
             memory=memory if self.memory_size else None)
         self.last_entropy = get["entropy"][:, 0]
         return info, ActionTuple(get["env_continuous_action"], discrete)

@@ -1,0 +1,42 @@
+"""Learning happens: tiny budgets, scored with the evaluator against a random policy."""
+import os
+
+import yaml
+
+from tftrainers.cli import learn_main
+from tftrainers.envs import make
+from tftrainers.evaluate import evaluate, make_policy
+
+CONFIGS = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "ppo")
+
+
+def train(tmp_path, config, **overrides):
+    with open(os.path.join(CONFIGS, config)) as f:
+        data = yaml.safe_load(f)
+    (behavior,) = data["behaviors"].values()
+    behavior.update(overrides)
+    path = tmp_path / config
+    path.write_text(yaml.safe_dump(data))
+    results = str(tmp_path / "results")
+    assert learn_main([str(path), "--run-id", "run", "--results-dir", results,
+                       "--seed", "2"]) == 0
+    return os.path.join(results, "run")
+
+
+def score(env_id, policy_name, episodes=40, **kwargs):
+    env = make(env_id, seed=11, **kwargs)
+    (result,) = evaluate(env, make_policy(policy_name, env, seed=3), episodes=episodes).values()
+    return result["mean_reward"]
+
+
+def test_ppo_learns_basic(tmp_path):
+    run = train(tmp_path, "Basic.yaml", max_steps=15000)
+    random, trained = score("builtin:Basic", "random"), score("builtin:Basic", run)
+    assert trained >= 0.6 and trained >= random + 0.4, (trained, random)
+
+
+def test_ppo_learns_to_balance_ball3d(tmp_path):
+    run = train(tmp_path, "Ball3D.yaml", max_steps=60000, summary_freq=20000)
+    random = score("builtin:Ball3D", "random", episodes=24)
+    trained = score("builtin:Ball3D", run, episodes=24)
+    assert trained >= 4 * random and trained >= 5.0, (trained, random)
