@@ -108,9 +108,10 @@ def run_training(options: RunOptions, log=print) -> int:
             f"{', '.join(trainers)} on {options.env_settings.env_path} (seed {seed}).")
         interrupted = _loop(env, trainers)
         for trainer in trainers.values():
-            path = trainer.save()
-            if path:
-                log(f"[INFO] {trainer.behavior_name}: saved checkpoint {path}")
+            trainer.save()  # no-op for a trainer that saved its final step already
+            latest = trainer.checkpointer.latest()
+            if latest and not trainer.inference:
+                log(f"[INFO] {trainer.behavior_name}: latest checkpoint {latest}")
         if interrupted:
             log("[INFO] Interrupted: checkpoints saved; continue with --resume.")
         return 0

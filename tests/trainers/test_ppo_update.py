@@ -17,8 +17,7 @@ def test_act_and_update_are_traced_once(tmp_path):
     env.reset()
     trainer = make_trainer(tmp_path, env, "GridWorld", trainer_settings("GridWorld"))
     drive(env, trainer, 200)  # batches of varying size, several updates of varying length
-    assert trainer.stats.latest_mean("Losses/Value Loss") == trainer.stats.latest_mean(
-        "Losses/Value Loss")  # an update happened (not NaN)
+    assert trainer.updates >= 3
     assert trainer.policy._act_fn.tracing_count == 1
     assert trainer.optimizer.update_fn.tracing_count == 1
 

@@ -64,6 +64,8 @@ class OnPolicyTrainer(abc.ABC):
         self.buffer = AgentBuffer(self.policy.sequence_length)
         self.rng = np.random.default_rng(seed + 1)  # minibatch shuffles
         self.step = 0
+        self.updates = 0
+        self.last_update: Dict[str, float] = {}  # stats of the latest update
         self._last_info = None
         self._pending: List[Trajectory] = []  # finished, not yet in the update buffer
         self._pending_steps = 0
@@ -88,9 +90,13 @@ class OnPolicyTrainer(abc.ABC):
     # --- the env loop ---------------------------------------------------------------------
     def act(self, decision_steps: DecisionSteps, terminal_steps: TerminalSteps) -> ActionTuple:
         """Records the agents' steps and returns actions for ``decision_steps``."""
-        self.processor.add_experiences(decision_steps, terminal_steps, self._last_info)
         if len(terminal_steps):
             self.policy.episode_ended(terminal_steps.agent_id)
+        if self.done:  # past max_steps, other behaviors still training: act, stop learning
+            if not len(decision_steps):
+                return self.spec.action_spec.empty_action(0)
+            return self.policy.act(decision_steps)[1]
+        self.processor.add_experiences(decision_steps, terminal_steps, self._last_info)
         if not len(decision_steps):
             self._last_info = None
             return self.spec.action_spec.empty_action(0)
@@ -103,6 +109,11 @@ class OnPolicyTrainer(abc.ABC):
 
     def advance(self) -> None:
         """Processes finished trajectories, updates when the buffer is full, reports, saves."""
+        if self.done:  # finished: one final checkpoint, then nothing more to do
+            if self._saved_step != self.step and not self.inference:
+                self.stats.write_stats(self.step)
+                self.save()
+            return
         episodes = self.processor.pop_episode_stats()
         if len(episodes):
             self.stats.add_stat(CUMULATIVE_REWARD, episodes.cumulative_reward)
@@ -183,7 +194,9 @@ class OnPolicyTrainer(abc.ABC):
         # Normalised over the whole update buffer, as ML-Agents does.
         self.buffer[BufferKey.ADVANTAGES] = ((advantages - mean) / (std + 1e-10) * mask).astype(
             np.float32)
-        for key, value in self.optimizer.update(self.buffer, self.step, self.rng).items():
+        self.last_update = self.optimizer.update(self.buffer, self.step, self.rng)
+        self.updates += 1
+        for key, value in self.last_update.items():
             self.stats.set_stat(key, value)
         self.buffer.reset()
 
