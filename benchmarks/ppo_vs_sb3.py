@@ -69,12 +69,12 @@ def run_sb3(steps, seed, workdir):
     return steps / seconds, last_json(out)["mean_reward"]
 
 
-def run_ours(steps, seed, workdir):
+def run_ours(steps, seed, workdir, config):
     bin_dir = os.path.dirname(sys.executable)
     learn = os.path.join(bin_dir, "tftrainers-learn")
     evaluate = os.path.join(bin_dir, "tftrainers-evaluate")
     run_id = f"ours_{seed}"
-    seconds, out = timed([learn, CONFIG, "--run-id", run_id, "--results-dir", workdir,
+    seconds, out = timed([learn, config, "--run-id", run_id, "--results-dir", workdir,
                           "--seed", str(seed), "--force"])
     trained = int(out.strip().split("Step: ")[-1].split(".")[0]) if "Step: " in out else steps
     _, out = timed([evaluate, "gym:CartPole-v1", "--policy", os.path.join(workdir, run_id),
@@ -85,6 +85,7 @@ def run_ours(steps, seed, workdir):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--config", default=CONFIG, help="our side's config (CartPole.yaml)")
     parser.add_argument("--steps", type=int, default=100_000,
                         help="training steps (ours: max_steps of the config)")
     args = parser.parse_args()
@@ -94,7 +95,7 @@ def main():
     with tempfile.TemporaryDirectory() as workdir:
         for seed in args.seeds:
             sb3_rate, sb3_return = run_sb3(args.steps, seed, workdir)
-            ours_rate, ours_return = run_ours(args.steps, seed, workdir)
+            ours_rate, ours_return = run_ours(args.steps, seed, workdir, args.config)
             rows.append((seed, ours_rate, ours_return, sb3_rate, sb3_return))
             print(f"seed {seed}: tftrainers {ours_rate:,.0f} steps/s return {ours_return:.1f} | "
                   f"SB3 {sb3_rate:,.0f} steps/s return {sb3_return:.1f} | "

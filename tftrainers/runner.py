@@ -77,8 +77,12 @@ def run_training(options: RunOptions, log=print) -> int:
     if ts.device == "cpu":
         tf.config.set_visible_devices([], "GPU")
     if ts.num_threads:
+        threaded = any(b.threaded for b in options.behaviors.values()) or bool(
+            options.default_settings and options.default_settings.threaded)
         try:
-            tf.config.threading.set_inter_op_parallelism_threads(ts.num_threads)
+            # A threaded update and the act call each need an inter-op thread to overlap.
+            tf.config.threading.set_inter_op_parallelism_threads(
+                max(ts.num_threads, 2) if threaded else ts.num_threads)
             tf.config.threading.set_intra_op_parallelism_threads(ts.num_threads)
         except RuntimeError:  # TF already running in this process (a second run): keep its pools
             pass

@@ -147,3 +147,13 @@ def test_inference_runs_a_trained_policy_without_training(tmp_path, capsys):
     assert learn_main([str(config), "--run-id", "a", "--results-dir", results,
                        "--env", "builtin:Basic", "--inference", "--resume"]) == 0
     assert sorted(os.listdir(checkpoint_dir)) == before  # nothing trained, nothing saved
+
+
+def test_threaded_updates_run_beside_the_env_loop(tmp_path):
+    env = make("builtin:Basic", seed=0, num_areas=8)
+    env.reset()
+    trainer = make_trainer(tmp_path, env, "Basic", trainer_settings("Basic", threaded=True))
+    drive(env, trainer, 120)
+    path = trainer.save()  # waits for an update still running
+    assert trainer._update_thread is None and updated(trainer)
+    assert os.path.isdir(path)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import abc
 import os
+import threading
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -66,6 +67,9 @@ class OnPolicyTrainer(abc.ABC):
         self.step = 0
         self.updates = 0
         self.last_update: Dict[str, float] = {}  # stats of the latest update
+        # threaded: true (ML-Agents): the update runs beside the env loop, one at a time.
+        self._update_thread: Optional[threading.Thread] = None
+        self._thread_outcome: Dict[str, object] = {}
         self._last_info = None
         self._pending: List[Trajectory] = []  # finished, not yet in the update buffer
         self._pending_steps = 0
@@ -114,6 +118,8 @@ class OnPolicyTrainer(abc.ABC):
                 self.stats.write_stats(self.step)
                 self.save()
             return
+        if self._update_thread is not None and not self._update_thread.is_alive():
+            self._wait_for_update()
         episodes = self.processor.pop_episode_stats()
         if len(episodes):
             self.stats.add_stat(CUMULATIVE_REWARD, episodes.cumulative_reward)
@@ -127,6 +133,7 @@ class OnPolicyTrainer(abc.ABC):
             # memory, short episodes would otherwise trigger updates mostly of padding.
             self._pending_steps += sum(len(t) for t in trajectories)
             if self._pending_steps >= self.settings.hyperparameters.buffer_size:
+                self._wait_for_update()
                 self._process_trajectories(self._pending)
                 self._pending, self._pending_steps = [], 0
                 self._update()
@@ -187,6 +194,8 @@ class OnPolicyTrainer(abc.ABC):
             offset = end
 
     def _update(self) -> None:
+        """Normalises advantages over the buffer and runs the optimizer on it (in a thread
+        when ``threaded``); the trainer collects into a fresh buffer meanwhile."""
         mask = self.buffer[BufferKey.MASK]
         advantages = self.buffer[BufferKey.ADVANTAGES]
         real = mask > 0
@@ -194,11 +203,37 @@ class OnPolicyTrainer(abc.ABC):
         # Normalised over the whole update buffer, as ML-Agents does.
         self.buffer[BufferKey.ADVANTAGES] = ((advantages - mean) / (std + 1e-10) * mask).astype(
             np.float32)
-        self.last_update = self.optimizer.update(self.buffer, self.step, self.rng)
+        buffer, step = self.buffer, self.step
+        self.buffer = AgentBuffer(self.policy.sequence_length)
+        if not self.settings.threaded:
+            self._finish_update(self.optimizer.update(buffer, step, self.rng))
+            return
+
+        def run():
+            try:
+                self._thread_outcome["stats"] = self.optimizer.update(buffer, step, self.rng)
+            except BaseException as error:  # re-raised in the main thread
+                self._thread_outcome["error"] = error
+        self._update_thread = threading.Thread(target=run, daemon=True,
+                                               name=f"{self.behavior_name}-update")
+        self._update_thread.start()
+
+    def _wait_for_update(self) -> None:
+        """Waits for a threaded update still running and takes its stats."""
+        if self._update_thread is None:
+            return
+        self._update_thread.join()
+        self._update_thread = None
+        outcome, self._thread_outcome = self._thread_outcome, {}
+        if "error" in outcome:
+            raise outcome["error"]
+        self._finish_update(outcome["stats"])
+
+    def _finish_update(self, stats: Dict[str, float]) -> None:
+        self.last_update = stats
         self.updates += 1
-        for key, value in self.last_update.items():
+        for key, value in stats.items():
             self.stats.set_stat(key, value)
-        self.buffer.reset()
 
     # --- checkpoints ------------------------------------------------------------------------
     def trackables(self) -> Dict[str, object]:
@@ -206,6 +241,7 @@ class OnPolicyTrainer(abc.ABC):
 
     def save(self) -> Optional[str]:
         """Writes a checkpoint of the current step (once per step)."""
+        self._wait_for_update()  # weights and Adam state of a finished update only
         if self.inference or self._saved_step == self.step:
             return None
         state = {"step": self.step, "policy_rng": self.policy.rng_state(),
