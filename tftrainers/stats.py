@@ -141,6 +141,10 @@ class ProgressDisplay:
         self._last = 0.0
         self._width = 0
 
+    def due(self) -> bool:
+        """Whether an update would be shown now (callers skip computing its figures if not)."""
+        return self.enabled and time.monotonic() - self._last >= self.min_interval
+
     def update(self, category: str, step: int, max_steps: int, reward: float,
                steps_per_second: float) -> None:
         now = time.monotonic()

@@ -148,7 +148,7 @@ class OnPolicyTrainer(abc.ABC):
             self.save()
             while self._next_checkpoint <= self.step:
                 self._next_checkpoint += self.settings.checkpoint_interval
-        if self.progress is not None:
+        if self.progress is not None and self.progress.due():
             self.progress.update(self.behavior_name, self.step, self.settings.max_steps,
                                  self.stats.latest_mean(CUMULATIVE_REWARD),
                                  self.stats.steps_per_second(self.step))
