@@ -1,0 +1,64 @@
+"""Stats writers: console line, live display only on a terminal, CSV, TensorBoard names."""
+import csv
+import glob
+import io
+import os
+
+import pytest
+
+from tftrainers.stats import (ConsoleWriter, CSVWriter, ProgressDisplay, StatsReporter,
+                              TensorBoardWriter)
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_console_line_has_ml_agents_fields():
+    out = io.StringIO()
+    stats = StatsReporter("Ball3D", [ConsoleWriter(out)])
+    stats.add_stat("Environment/Cumulative Reward", [1.0, 3.0])
+    stats.write_stats(1200)
+    line = out.getvalue().strip()
+    assert line.startswith("[INFO] Ball3D. Step: 1200. Time Elapsed: ")
+    assert "Mean Reward: 2.000. Std of Reward: 1.000." in line and "Steps/s:" in line
+
+
+def test_progress_display_only_on_a_terminal():
+    terminal, pipe = Terminal(), io.StringIO()
+    for stream in (terminal, pipe):
+        display = ProgressDisplay(stream, min_interval=0.0)
+        display.update("Ball3D", 5000, 10000, 42.0, 1000.0)
+    shown = terminal.getvalue()
+    assert shown.startswith("\r") and "5000/10000 steps (50.0%)" in shown
+    assert "reward 42.000" in shown and "1000 steps/s" in shown and "00:00:05 left" in shown
+    assert pipe.getvalue() == ""
+
+
+def test_csv_rows_and_new_columns(tmp_path):
+    stats = StatsReporter("Basic", [CSVWriter(str(tmp_path))])
+    stats.add_stat("Environment/Cumulative Reward", 0.5)
+    stats.write_stats(100)
+    stats.add_stat("Environment/Cumulative Reward", 0.7)
+    stats.set_stat("Losses/Value Loss", 0.25)
+    stats.write_stats(200)
+    with open(tmp_path / "run_logs" / "Basic.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["step"]) for r in rows] == [100, 200]
+    assert rows[1]["Losses/Value Loss"] == "0.25" and rows[0]["Losses/Value Loss"] == ""
+
+
+def test_tensorboard_events_use_ml_agents_names(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    writer = TensorBoardWriter(str(tmp_path))
+    stats = StatsReporter("Basic", [writer])
+    stats.add_stat("Environment/Cumulative Reward", 0.9)
+    stats.set_stat("Policy/Learning Rate", 3e-4)
+    stats.write_stats(50)
+    writer.close()
+    (events,) = glob.glob(os.path.join(tmp_path, "Basic", "events.out.tfevents.*"))
+    accumulator = EventAccumulator(events)
+    accumulator.Reload()
+    tags = set(accumulator.Tags()["tensors"]) | set(accumulator.Tags()["scalars"])
+    assert {"Environment/Cumulative Reward", "Policy/Learning Rate"} <= tags
