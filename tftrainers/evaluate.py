@@ -38,24 +38,9 @@ class CheckpointPolicy:
     """The policies of a training run's latest checkpoints, one per behavior of the env."""
 
     def __init__(self, run_dir: str, env: BaseEnv, seed: int = 0, deterministic: bool = False):
-        from tftrainers.checkpoint import Checkpointer, CheckpointError
-        from tftrainers.settings import load_run_options
-        from tftrainers.trainers.policy import Policy
-        config = os.path.join(run_dir, "configuration.yaml")
-        if not os.path.exists(config):
-            raise ValueError(f"{run_dir}: not a training run (no configuration.yaml)")
-        options = load_run_options(config)
-        self.policies = {}
-        for name, spec in env.behavior_specs.items():
-            settings = options.settings_for(name)
-            directory = os.path.join(run_dir, name, "checkpoints")
-            path = Checkpointer(directory, name).latest()
-            if path is None:
-                raise CheckpointError(f"{directory}: no checkpoint of behavior '{name}'")
-            policy = Policy(spec, settings.network_settings, list(settings.reward_signals),
-                            seed=seed, deterministic=deterministic)
-            Checkpointer.restore(path, policy.trackables())
-            self.policies[name] = policy
+        from tftrainers.runs import load_policy
+        self.policies = {name: load_policy(run_dir, name, spec, deterministic, seed)
+                         for name, spec in env.behavior_specs.items()}
 
     def __call__(self, behavior_name: str, decision_steps: DecisionSteps) -> ActionTuple:
         return self.policies[behavior_name].act(decision_steps)[1]

@@ -131,6 +131,24 @@ class BehaviorSpec:
     def __post_init__(self):
         object.__setattr__(self, "observation_specs", tuple(self.observation_specs))
 
+    def to_dict(self) -> dict:
+        """Plain data (JSON-ready), so a trained policy can be rebuilt without its env."""
+        return {"observations": [{"name": o.name, "shape": list(o.shape), "kind": o.kind.value}
+                                 for o in self.observation_specs],
+                "continuous_size": self.action_spec.continuous_size,
+                "discrete_branches": list(self.action_spec.discrete_branches)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "BehaviorSpec":
+        try:
+            observations = tuple(ObservationSpec(tuple(o["shape"]), o["name"],
+                                                 ObservationKind(o["kind"]))
+                                 for o in data["observations"])
+            return cls(observations, ActionSpec(int(data["continuous_size"]),
+                                                tuple(data["discrete_branches"])))
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"not a behavior spec: {error}") from error
+
 
 class ActionTuple(NamedTuple):
     """Actions for ``n`` agents: continuous ``[n, c]`` float32, discrete ``[n, branches]`` int32."""

@@ -23,6 +23,7 @@ from tftrainers.envs import ActionTuple, BehaviorSpec, DecisionSteps, TerminalSt
 from tftrainers.processing import (AgentBuffer, AgentProcessor, BufferKey, StreamField,
                                    Trajectory, stream_key)
 from tftrainers.returns import batched_gae, pad_batch, unpad_batch
+from tftrainers.runs import write_behavior_spec
 from tftrainers.settings import ConfigError, TrainerSettings
 from tftrainers.stats import (CUMULATIVE_REWARD, EPISODE_LENGTH, ProgressDisplay, StatsReporter,
                               StatsWriter)
@@ -77,6 +78,8 @@ class OnPolicyTrainer(abc.ABC):
         self.stats = StatsReporter(behavior_name, writers)
         self.progress = progress
         self.behavior_dir = os.path.join(run_dir, behavior_name)
+        if not inference:
+            write_behavior_spec(self.behavior_dir, spec)
         self.checkpointer = Checkpointer(os.path.join(self.behavior_dir, "checkpoints"),
                                          behavior_name, settings.keep_checkpoints)
         self._next_summary = settings.summary_freq
