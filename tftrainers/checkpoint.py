@@ -107,6 +107,7 @@ class Checkpointer:
                 state = json.load(f)
             status = tf.train.Checkpoint(**trackables).read(os.path.join(path, PREFIX))
             status.assert_existing_objects_matched()
+            status.expect_partial()  # restoring a subset (a policy without its optimizer)
         except Exception as error:  # TF's reader raises many kinds on a damaged file
             reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
             raise CheckpointError(f"{path}: the checkpoint cannot be read ({reason})") from error

@@ -126,5 +126,41 @@ def learn_main(argv: Optional[List[str]] = None) -> int:
         parser.error(str(error))
 
 
+def export_main(argv: Optional[List[str]] = None) -> int:
+    """``tftrainers-export results/RUN``: ONNX and SavedModel of a run's latest checkpoints."""
+    from tftrainers.checkpoint import CheckpointError
+    from tftrainers.export import DEFAULT_OPSET, SUPPORTED_OPSETS
+    from tftrainers.export.artifacts import export_policy
+    from tftrainers.runs import load_policy, run_behaviors
+
+    parser = _Parser(prog="tftrainers-export",
+                     description="Export a training run's latest policies for deployment.")
+    parser.add_argument("run", help="the run folder, e.g. results/RUN")
+    parser.add_argument("--behavior", default=None, help="one behavior (default: all)")
+    parser.add_argument("--format", nargs="+", choices=("onnx", "savedmodel"),
+                        default=["onnx", "savedmodel"], help="what to write")
+    parser.add_argument("--opset", type=int, default=DEFAULT_OPSET,
+                        help=f"ONNX opset, {SUPPORTED_OPSETS.start}..{SUPPORTED_OPSETS.stop - 1}"
+                             f" (Unity Sentis range); default {DEFAULT_OPSET}")
+    parser.add_argument("--output", default=None,
+                        help="folder to write to (default: the run folder, as training does)")
+    args = parser.parse_args(argv)
+    if args.opset not in SUPPORTED_OPSETS:
+        parser.error(f"--opset {args.opset} is not supported; allowed: "
+                     f"{SUPPORTED_OPSETS.start}..{SUPPORTED_OPSETS.stop - 1}")
+    try:
+        behaviors = [args.behavior] if args.behavior else run_behaviors(args.run)
+        if not behaviors:
+            raise CheckpointError(f"{args.run}: the run has no trained behavior")
+        for behavior in behaviors:
+            policy, step = load_policy(args.run, behavior, with_step=True)
+            for path in export_policy(policy, behavior, args.output or args.run, step,
+                                      formats=args.format, opset=args.opset):
+                print(path)
+    except (CheckpointError, ValueError) as error:
+        parser.error(str(error))
+    return 0
+
+
 if __name__ == "__main__":
     sys.exit(evaluate_main())

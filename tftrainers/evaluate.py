@@ -18,8 +18,9 @@ from tftrainers.envs import ActionTuple, BaseEnv, DecisionSteps
 from tftrainers.envs.agent_rows import AgentRows
 
 Policy = Callable[[str, DecisionSteps], ActionTuple]
-POLICY_HELP = ("heuristic (the env's teacher), random, or a run folder results/RUN (its latest "
-               "checkpoint)")
+POLICY_HELP = ("heuristic (the env's teacher), random, a run folder results/RUN (its latest "
+               "checkpoint), an exported PATH.onnx (onnxruntime) or a SavedModel folder "
+               "PATH/saved_model[/VERSION] (TensorFlow)")
 
 
 class RandomPolicy:
@@ -49,14 +50,42 @@ class CheckpointPolicy:
         self.policies[behavior_name].episode_ended(agent_ids)
 
 
+class ExportedPolicy:
+    """An exported model (ONNX or SavedModel) acting for the env's single behavior."""
+
+    def __init__(self, path: str, env: BaseEnv, deterministic: bool = False):
+        from tftrainers.export import OnnxPolicy, SavedModelPolicy
+        if len(env.behavior_specs) != 1:
+            raise ValueError(f"{path}: an exported model acts for one behavior; the env has "
+                             f"{', '.join(env.behavior_specs)}")
+        (spec,) = env.behavior_specs.values()
+        kind = OnnxPolicy if path.endswith(".onnx") else SavedModelPolicy
+        try:
+            self.model = kind(path, spec, deterministic)
+        except ValueError as error:
+            raise ValueError(f"{path}: {error}") if not str(error).startswith(path) else error
+
+    def __call__(self, behavior_name: str, decision_steps: DecisionSteps) -> ActionTuple:
+        return self.model(behavior_name, decision_steps)
+
+    def episode_ended(self, behavior_name: str, agent_ids: np.ndarray) -> None:
+        self.model.episode_ended(behavior_name, agent_ids)
+
+
 def make_policy(name: str, env: BaseEnv, seed: int = 0, deterministic: bool = False) -> Policy:
-    """Resolves ``--policy``: ``heuristic``, ``random`` or a run folder."""
+    """Resolves ``--policy``: heuristic, random, a run folder, or an exported model."""
     if name == "heuristic":
         return env.heuristic
     if name == "random":
         return RandomPolicy(env, seed)
-    if os.path.isdir(name):
+    if name.endswith(".onnx"):
+        if not os.path.isfile(name):
+            raise ValueError(f"{name}: no such ONNX file")
+        return ExportedPolicy(name, env, deterministic)
+    if os.path.isfile(os.path.join(name, "configuration.yaml")):
         return CheckpointPolicy(name, env, seed, deterministic)
+    if os.path.isdir(name):
+        return ExportedPolicy(name, env, deterministic)
     raise ValueError(f"unknown policy '{name}'; use {POLICY_HELP}")
 
 

@@ -45,11 +45,12 @@ def run_behaviors(run_dir: str) -> List[str]:
 
 
 def load_policy(run_dir: str, behavior: str, spec: Optional[BehaviorSpec] = None,
-                deterministic: bool = False, seed: int = 0):
+                deterministic: bool = False, seed: int = 0, with_step: bool = False):
     """The behavior's Policy with the weights of the run's latest checkpoint.
 
     Args:
         spec: the environment's spec (checked against the run's); None reads the run's.
+        with_step: also return the checkpoint's step: ``(policy, step)``.
 
     Raises:
         CheckpointError: one line naming what is missing, unreadable or mismatched.
@@ -66,10 +67,10 @@ def load_policy(run_dir: str, behavior: str, spec: Optional[BehaviorSpec] = None
                               f"{trained.to_dict()}, the environment has {spec.to_dict()}")
     settings = load_run_options(os.path.join(run_dir, "configuration.yaml")).settings_for(behavior)
     directory = os.path.join(run_dir, behavior, "checkpoints")
-    path = Checkpointer(directory, behavior).latest()
-    if path is None:
+    checkpoints = Checkpointer(directory, behavior).checkpoints()
+    if not checkpoints:
         raise CheckpointError(f"{directory}: no checkpoint of behavior '{behavior}'")
     policy = Policy(trained, settings.network_settings, list(settings.reward_signals),
                     seed=seed, deterministic=deterministic)
-    Checkpointer.restore(path, policy.trackables())
-    return policy
+    Checkpointer.restore(checkpoints[-1]["path"], policy.trackables())
+    return (policy, checkpoints[-1]["step"]) if with_step else policy

@@ -4,7 +4,8 @@ Both exporters (ONNX and SavedModel) trace this one function, so the two files h
 same inputs, outputs, dtypes and numbers::
 
     fn = inference_function(policy)          # tf.function with a fixed input signature
-    outputs = fn(**{spec.name: array for spec, array in zip(fn.input_signature, arrays)})
+    [s.name for s in fn.input_signature]     # ["obs_0", "action_masks", "recurrent_in"]
+    outputs = fn(obs_0, action_masks, recurrent_in)    # positional, in that order
     outputs["deterministic_discrete_actions"]          # [B, branches] int64
 
 Inputs (all float32, batch dimension free):
@@ -29,7 +30,9 @@ Dtypes follow what Unity's ML-Agents package (Sentis / Inference Engine) reads: 
 ML-Agents' own exporter (``torch.Tensor([...])`` parameters); it reads discrete actions as
 ``Tensor<int>`` (``DiscreteActionOutputApplier``), which Sentis builds from an ONNX int64 or
 int32 tensor alike. We export int64, the type ``torch.multinomial`` / ``torch.argmax`` give
-ML-Agents' models, so a Unity project sees the same graph signature either way.
+ML-Agents' models, so our graphs have the types of the models Unity is tested with.
+``discrete_action_output_shape`` is [branches] where ML-Agents' is [1, branches]: Unity
+sums all its elements (``CheckDiscreteOutputSize``), so both read the same.
 """
 from __future__ import annotations
 
@@ -43,6 +46,9 @@ from tftrainers.envs.base import BehaviorSpec, ObservationKind
 MODEL_VERSION = 3
 #: Dtype of the discrete action outputs (see the module docstring).
 DISCRETE_ACTION_DTYPE = tf.int64
+
+#: The SavedModel signature that carries the contract.
+SERVING_SIGNATURE = "serving_default"
 
 VERSION_NUMBER = "version_number"
 MEMORY_SIZE = "memory_size"
@@ -104,8 +110,18 @@ def output_names(spec: BehaviorSpec, memory_size: int) -> List[str]:
     return names
 
 
-def _network_inputs(spec: BehaviorSpec, memory_size: int, inputs: Dict[str, tf.Tensor]):
-    """Contract inputs -> what ``PolicyNetwork`` takes (HWC images, [B, M] memory)."""
+def network_inputs(spec: BehaviorSpec, memory_size: int, inputs: Dict[str, tf.Tensor]):
+    """The contract's inputs as ``PolicyNetwork`` and ``Critic`` take them.
+
+    Args:
+        spec: the behavior's spec.
+        memory_size: the actor's memory size (0: no ``recurrent_in``).
+        inputs: contract name -> tensor (``obs_i``, ``action_masks``, ``recurrent_in``).
+
+    Returns:
+        (obs: one [B, *shape] per spec, images HWC; masks [B, sum(branches)] or None;
+        memory [B, memory_size] or None).
+    """
     obs = []
     for i, o in enumerate(spec.observation_specs):
         x = inputs[observation_name(i)]
@@ -122,8 +138,8 @@ def _network_inputs(spec: BehaviorSpec, memory_size: int, inputs: Dict[str, tf.T
 def inference_function(policy) -> tf.types.experimental.GenericFunction:
     """The contract's inference function for a trained ``Policy``.
 
-    The function reads the actor's variables (weights, log std, normalizer statistics) as
-    they are when it runs, so trace it after training or restoring.
+    The function reads the actor's variables (weights, log std, normalizer statistics)
+    when it runs; converting it to ONNX freezes their values at that moment.
 
     Args:
         policy: a ``tftrainers.trainers.policy.Policy`` (its ``actor`` and ``memory_size``).
@@ -145,7 +161,7 @@ def inference_function(policy) -> tf.types.experimental.GenericFunction:
 
     def serve(*args):
         inputs = dict(zip(names, args))
-        obs, masks, memory = _network_inputs(spec, memory_size, inputs)
+        obs, masks, memory = network_inputs(spec, memory_size, inputs)
         # One body pass feeds both the sampled and the deterministic heads.
         encoding, new_memory = actor.body(obs, memory=memory)
         sample = actor.action_model.sample(encoding, masks)
@@ -164,7 +180,8 @@ def inference_function(policy) -> tf.types.experimental.GenericFunction:
         if memory_size:
             out[RECURRENT_OUT] = tf.expand_dims(new_memory, 1)
         # Named identities give the graph's output nodes the contract's names.
-        return {name: tf.identity(out[name], name=name) for name in output_names(spec,
-                                                                                memory_size)}
+        return {name: tf.identity(out[name], name=name) for name in ordered}
+
+    ordered = output_names(spec, memory_size)
 
     return tf.function(serve, input_signature=signature, autograph=False)

@@ -23,6 +23,7 @@ from tftrainers.envs import ActionTuple, BehaviorSpec, DecisionSteps, TerminalSt
 from tftrainers.processing import (AgentBuffer, AgentProcessor, BufferKey, StreamField,
                                    Trajectory, stream_key)
 from tftrainers.returns import batched_gae, pad_batch, unpad_batch
+from tftrainers.export.artifacts import export_policy, prune_exports
 from tftrainers.runs import write_behavior_spec
 from tftrainers.settings import ConfigError, TrainerSettings
 from tftrainers.stats import (CUMULATIVE_REWARD, EPISODE_LENGTH, ProgressDisplay, StatsReporter,
@@ -77,6 +78,7 @@ class OnPolicyTrainer(abc.ABC):
         self._entropy_sum, self._entropy_count = 0.0, 0
         self.stats = StatsReporter(behavior_name, writers)
         self.progress = progress
+        self.run_dir = run_dir
         self.behavior_dir = os.path.join(run_dir, behavior_name)
         if not inference:
             write_behavior_spec(self.behavior_dir, spec)
@@ -243,7 +245,8 @@ class OnPolicyTrainer(abc.ABC):
         return {**self.policy.trackables(), **self.optimizer.trackables()}
 
     def save(self) -> Optional[str]:
-        """Writes a checkpoint of the current step (once per step)."""
+        """Writes a checkpoint of the current step (once per step) and, as ML-Agents does at
+        every checkpoint, the deployment exports (ONNX and SavedModel)."""
         self._wait_for_update()  # weights and Adam state of a finished update only
         if self.inference or self._saved_step == self.step:
             return None
@@ -253,6 +256,8 @@ class OnPolicyTrainer(abc.ABC):
                  "next_summary": self._next_summary, "next_checkpoint": self._next_checkpoint}
         path = self.checkpointer.save(self.step, self.trackables(), state)
         self._saved_step = self.step
+        export_policy(self.policy, self.behavior_name, self.run_dir, self.step)
+        prune_exports(self.run_dir, self.behavior_name, self.settings.keep_checkpoints)
         return path
 
     def restore_latest(self) -> None:

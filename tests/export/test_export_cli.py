@@ -1,0 +1,97 @@
+"""Exports at checkpoints, tftrainers-export, and evaluating what was shipped."""
+import json
+import os
+import shutil
+import textwrap
+
+import pytest
+
+from tftrainers.cli import evaluate_main, export_main, learn_main
+
+CONFIG = """
+behaviors:
+  Basic:
+    hyperparameters: {batch_size: 32, buffer_size: 128}
+    network_settings: {hidden_units: 16, num_layers: 1}
+    max_steps: 12000
+    time_horizon: 3
+    checkpoint_interval: 4000
+    keep_checkpoints: 2
+    reward_signals: {extrinsic: {gamma: 0.9}}
+env_settings: {env_path: "builtin:Basic", seed: 1}
+"""
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("export_runs")
+    config = root / "c.yaml"
+    config.write_text(textwrap.dedent(CONFIG))
+    assert learn_main([str(config), "--run-id", "r", "--results-dir", str(root)]) == 0
+    return str(root / "r")
+
+
+def score(capsys, *argv):
+    assert evaluate_main(list(argv)) == 0
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])["mean_reward"]
+
+
+def test_training_writes_ml_agents_export_layout(run):
+    behavior_dir = os.path.join(run, "Basic")
+    onnx = sorted((f for f in os.listdir(behavior_dir) if f.endswith(".onnx")),
+                  key=lambda f: int(f[len("Basic-"):-len(".onnx")]))
+    versions = sorted(os.listdir(os.path.join(behavior_dir, "saved_model")), key=int)
+    assert len(onnx) == 2 and len(versions) == 2  # keep_checkpoints
+    assert onnx[-1] == f"Basic-{versions[-1]}.onnx" and int(versions[-1]) >= 12000
+    assert os.path.isfile(os.path.join(run, "Basic.onnx"))
+    assert os.path.isfile(os.path.join(behavior_dir, "saved_model", versions[-1],
+                                       "saved_model.pb"))
+
+
+def test_shipped_models_score_like_the_checkpoint(run, capsys):
+    args = ["builtin:Basic", "--episodes", "16", "--deterministic", "--policy"]
+    checkpoint = score(capsys, *args, run)
+    onnx = score(capsys, *args, os.path.join(run, "Basic.onnx"))
+    savedmodel = score(capsys, *args, os.path.join(run, "Basic", "saved_model"))
+    assert checkpoint == pytest.approx(onnx, abs=1e-6) == pytest.approx(savedmodel, abs=1e-6)
+
+
+def test_export_on_demand(run, tmp_path, capsys):
+    out = str(tmp_path / "out")
+    assert export_main([run, "--output", out, "--format", "onnx", "--opset", "9"]) == 0
+    written = capsys.readouterr().out.split()
+    assert written[-1] == os.path.join(out, "Basic.onnx") and os.path.isfile(written[-1])
+    assert not os.path.exists(os.path.join(out, "Basic", "saved_model"))
+
+
+def fails(capsys, main, argv):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and len(err.splitlines()) == 1, err
+    return err
+
+
+def test_export_errors(run, tmp_path, capsys):
+    assert "--opset 16 is not supported; allowed: 9..15" in fails(
+        capsys, export_main, [run, "--opset", "16"])
+    assert "no behavior 'Ball3D'; the run has Basic" in fails(
+        capsys, export_main, [run, "--behavior", "Ball3D"])
+    assert "not a training run" in fails(capsys, export_main, [str(tmp_path)])
+    empty = tmp_path / "empty"
+    shutil.copytree(run, empty)
+    shutil.rmtree(empty / "Basic" / "checkpoints")
+    assert "no checkpoint of behavior 'Basic'" in fails(capsys, export_main, [str(empty)])
+    broken = tmp_path / "broken"
+    shutil.copytree(run, broken)
+    checkpoints = broken / "Basic" / "checkpoints"
+    for folder in checkpoints.iterdir():
+        for f in folder.glob("ckpt.data*"):
+            f.write_bytes(b"garbage")
+    assert "the checkpoint cannot be read" in fails(capsys, export_main, [str(broken)])
+
+
+def test_evaluating_a_model_on_the_wrong_env_names_the_input(run, capsys):
+    err = fails(capsys, evaluate_main, ["builtin:GridWorld", "--policy",
+                                        os.path.join(run, "Basic.onnx")])
+    assert "model input obs_0 has shape [?, 20]" in err and "[75]" in err
