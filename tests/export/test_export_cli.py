@@ -95,3 +95,22 @@ def test_evaluating_a_model_on_the_wrong_env_names_the_input(run, capsys):
     err = fails(capsys, evaluate_main, ["builtin:GridWorld", "--policy",
                                         os.path.join(run, "Basic.onnx")])
     assert "model input obs_0 has shape [?, 20]" in err and "[75]" in err
+
+
+def test_tf_serving_request_script_builds_a_checked_body(run, tmp_path):
+    import subprocess
+    import sys
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "export", "tf_serving_request.py")
+    versions = sorted(os.listdir(os.path.join(run, "Basic", "saved_model")), key=int)
+    model = os.path.join(run, "Basic", "saved_model", versions[-1])
+    out = tmp_path / "request.json"
+    done = subprocess.run([sys.executable, script, model, "--env", "builtin:Basic", "--rows", "3",
+                           "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    body = json.loads(out.read_text())
+    assert body["signature_name"] == "serving_default" and len(body["instances"]) == 3
+    assert set(body["instances"][0]) == {"obs_0", "action_masks"}
+    response = json.loads(done.stderr.strip().splitlines()[-1])
+    assert len(response["predictions"]) == 3
+    assert response["predictions"][0]["version_number"] == [3.0]
+    assert response["predictions"][0]["deterministic_discrete_actions"][0] in (0, 1, 2)
