@@ -163,4 +163,6 @@ def test_a_restored_checkpoint_exports_the_trained_weights(exported, tmp_path, r
         steps = decision_steps(trained.spec, np.arange(16), rng)
         np.testing.assert_array_equal(ours("Hallway", steps).discrete,
                                       reference("Hallway", steps).discrete)
-    np.testing.assert_allclose(ours._memories, reference._memories, atol=1e-5)
+    ids = np.arange(16)
+    np.testing.assert_allclose(ours._memories.read(ids)[1], reference._memories.read(ids)[1],
+                               atol=1e-5)

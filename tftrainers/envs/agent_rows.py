@@ -44,3 +44,37 @@ class AgentRows:
         order = np.argsort(ids, kind="stable")
         self._sorted_ids, self._sorted_rows = ids[order], rows[order]
         return self._sorted_rows[np.searchsorted(self._sorted_ids, agent_id)]
+
+
+class AgentMemories:
+    """Recurrent memory per agent id, in one array (a row per agent ever seen).
+
+    ``read(agent_id)`` gives the memories [n, memory_size] (zeros for a new agent) with
+    their rows; ``write(rows, memory)`` stores the memories after a step; ``forget(ids)``
+    zeroes the agents whose episode ended.
+    """
+
+    def __init__(self, memory_size: int):
+        self.memory_size = memory_size
+        self._rows = AgentRows()
+        self._memories = np.zeros((0, memory_size), np.float32)
+
+    def _grow(self) -> None:
+        if len(self._rows) > len(self._memories):
+            extra = np.zeros((2 * len(self._rows) - len(self._memories), self.memory_size),
+                             np.float32)
+            self._memories = np.concatenate([self._memories, extra])
+
+    def read(self, agent_id: np.ndarray):
+        """(rows [n], memories [n, memory_size])."""
+        rows = self._rows.rows(agent_id)
+        self._grow()
+        return rows, self._memories[rows]
+
+    def write(self, rows: np.ndarray, memory: np.ndarray) -> None:
+        self._memories[rows] = memory
+
+    def forget(self, agent_id: np.ndarray) -> None:
+        if len(agent_id):
+            rows, _ = self.read(agent_id)
+            self._memories[rows] = 0.0

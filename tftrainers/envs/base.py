@@ -161,8 +161,25 @@ def _empty_group_fields(n: int) -> Tuple[np.ndarray, np.ndarray]:
     return np.zeros(n, np.int32), np.zeros(n, np.float32)
 
 
+class _AgentSteps:
+    """What decision and terminal steps share: agents on axis 0, lookup by agent id."""
+
+    def __post_init__(self):
+        if self.group_id is None or self.group_reward is None:
+            self.group_id, self.group_reward = _empty_group_fields(len(self.agent_id))
+
+    def __len__(self) -> int:
+        return len(self.agent_id)
+
+    @property
+    def agent_id_to_index(self) -> Dict[int, int]:
+        if self._index is None:
+            self._index = {int(a): i for i, a in enumerate(self.agent_id)}
+        return self._index
+
+
 @dataclass
-class DecisionSteps:
+class DecisionSteps(_AgentSteps):
     """Agents that need an action. Every array has the agents on axis 0."""
 
     obs: List[np.ndarray]
@@ -173,19 +190,6 @@ class DecisionSteps:
     group_reward: np.ndarray = None  # [n] float32
     _index: Optional[Dict[int, int]] = field(default=None, repr=False, compare=False)
 
-    def __post_init__(self):
-        if self.group_id is None or self.group_reward is None:
-            self.group_id, self.group_reward = _empty_group_fields(len(self.agent_id))
-
-    def __len__(self) -> int:
-        return len(self.agent_id)
-
-    @property
-    def agent_id_to_index(self) -> Dict[int, int]:
-        if self._index is None:
-            self._index = {int(a): i for i, a in enumerate(self.agent_id)}
-        return self._index
-
     @classmethod
     def empty(cls, spec: BehaviorSpec) -> "DecisionSteps":
         return cls([np.zeros((0, *o.shape), np.float32) for o in spec.observation_specs],
@@ -194,7 +198,7 @@ class DecisionSteps:
 
 
 @dataclass
-class TerminalSteps:
+class TerminalSteps(_AgentSteps):
     """Agents whose episode ended in the last step, with their final observation."""
 
     obs: List[np.ndarray]
@@ -204,19 +208,6 @@ class TerminalSteps:
     group_id: np.ndarray = None
     group_reward: np.ndarray = None
     _index: Optional[Dict[int, int]] = field(default=None, repr=False, compare=False)
-
-    def __post_init__(self):
-        if self.group_id is None or self.group_reward is None:
-            self.group_id, self.group_reward = _empty_group_fields(len(self.agent_id))
-
-    def __len__(self) -> int:
-        return len(self.agent_id)
-
-    @property
-    def agent_id_to_index(self) -> Dict[int, int]:
-        if self._index is None:
-            self._index = {int(a): i for i, a in enumerate(self.agent_id)}
-        return self._index
 
     @classmethod
     def empty(cls, spec: BehaviorSpec) -> "TerminalSteps":

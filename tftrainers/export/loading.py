@@ -25,7 +25,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from tftrainers.envs.agent_rows import AgentRows
+from tftrainers.envs.agent_rows import AgentMemories
 from tftrainers.envs.base import (ActionTuple, BehaviorSpec, DecisionSteps, ObservationKind,
                                   allowed_action_mask)
 from tftrainers.export import signature as contract
@@ -135,8 +135,7 @@ class _ExportedPolicy:
                                      else contract.DISCRETE_ACTIONS)
         self._check_outputs()
         self._check_constants()
-        self._rows = AgentRows()
-        self._memories = np.zeros((0, self.memory_size), np.float32)
+        self._memories = AgentMemories(self.memory_size)
         self._fetch = [n for n in (self._continuous_output, self._discrete_output) if n]
         if self.memory_size:
             self._fetch.append(contract.RECURRENT_OUT)
@@ -277,13 +276,11 @@ class _ExportedPolicy:
             return actions
         rows = memory = None
         if self.memory_size:
-            rows = self._rows.rows(decision_steps.agent_id)
-            self._grow_memory()
-            memory = self._memories[rows]
+            rows, memory = self._memories.read(decision_steps.agent_id)
         out = dict(zip(self._fetch, self.model.run(self._fetch,
                                                    self.feeds(decision_steps, memory))))
         if self.memory_size:
-            self._memories[rows] = out[contract.RECURRENT_OUT].reshape(n, self.memory_size)
+            self._memories.write(rows, out[contract.RECURRENT_OUT].reshape(n, self.memory_size))
         continuous, discrete = actions
         if self._continuous_output:
             continuous = np.asarray(out[self._continuous_output], np.float32)
@@ -293,16 +290,8 @@ class _ExportedPolicy:
 
     def episode_ended(self, behavior_name: str, agent_ids: np.ndarray) -> None:
         """Forgets the recurrent memory of agents whose episode ended."""
-        if self.memory_size and len(agent_ids):
-            rows = self._rows.rows(agent_ids)
-            self._grow_memory()
-            self._memories[rows] = 0.0
-
-    def _grow_memory(self) -> None:
-        if len(self._rows) > len(self._memories):
-            extra = np.zeros((2 * len(self._rows) - len(self._memories), self.memory_size),
-                             np.float32)
-            self._memories = np.concatenate([self._memories, extra])
+        if self.memory_size:
+            self._memories.forget(agent_ids)
 
 
 class OnnxPolicy(_ExportedPolicy):

@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from tftrainers.envs import ActionTuple, BehaviorSpec, DecisionSteps
-from tftrainers.envs.agent_rows import AgentRows
+from tftrainers.envs.agent_rows import AgentMemories
 from tftrainers.envs.base import allowed_action_mask
 from tftrainers.networks import Critic, PolicyNetwork
 from tftrainers.networks.action_model import ActionNoise
@@ -76,8 +76,7 @@ class Policy:
         self.critic = Critic(spec.observation_specs, self.stream_names, ns.hidden_units,
                              ns.num_layers, ns.normalize, ns.vis_encode_type, memory_size=0)
         self.rng = np.random.default_rng(seed)
-        self._rows = AgentRows()
-        self._memories = np.zeros((0, self.memory_size), np.float32)
+        self._memories = AgentMemories(self.memory_size)
         action_spec = spec.action_spec
         self._c = action_spec.continuous_size
         self._branches = action_spec.discrete_branches
@@ -153,7 +152,6 @@ class Policy:
         # One XLA compile for the usual batch: agents sitting a step out shrink n, and
         # padding up to the largest batch seen costs less than compiling another shape.
         self._act_rows = size = max(bucket(n), self._act_rows)
-        rows = self._rows.rows(decision_steps.agent_id)
         packed = np.zeros((size, self._in_offsets[-1]), np.float32)
         at = self._in_offsets
         k = len(self._obs_sizes)
@@ -164,8 +162,7 @@ class Policy:
             packed[:n, at[k]:at[k + 1]] = allowed_action_mask(decision_steps.action_mask,
                                                                self._branches, n)
         if self.memory_size:
-            self._grow_memory()
-            memory = self._memories[rows]
+            rows, memory = self._memories.read(decision_steps.agent_id)
             packed[:n, at[k + 1]:at[k + 2]] = memory
         packed[:n, at[k + 2]:at[k + 3]] = self.rng.standard_normal((n, self._c), np.float32)
         # Gumbel-max needs u in (0, 1): keep away from both ends in float32.
@@ -175,7 +172,7 @@ class Policy:
         out = self._act_fn(packed).numpy()[:n]
         get = {name: out[:, cut] for name, cut in self._out_slices.items()}
         if self.memory_size:
-            self._memories[rows] = get["memory"]
+            self._memories.write(rows, get["memory"])
         discrete = get["discrete_action"].astype(np.int32)
         info = ActionInfo(
             agent_id=decision_steps.agent_id,
@@ -188,16 +185,8 @@ class Policy:
 
     def episode_ended(self, agent_ids: np.ndarray) -> None:
         """Forgets the recurrent memory of agents whose episode ended."""
-        if self.memory_size and len(agent_ids):
-            rows = self._rows.rows(agent_ids)
-            self._grow_memory()
-            self._memories[rows] = 0.0
-
-    def _grow_memory(self) -> None:
-        if len(self._rows) > len(self._memories):
-            extra = np.zeros((2 * len(self._rows) - len(self._memories), self.memory_size),
-                             np.float32)
-            self._memories = np.concatenate([self._memories, extra])
+        if self.memory_size:
+            self._memories.forget(agent_ids)
 
     def values(self, obs: List[np.ndarray]) -> Dict[str, np.ndarray]:
         """Critic values {stream: [n]} of a batch of observations."""
