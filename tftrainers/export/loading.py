@@ -19,6 +19,8 @@ match the action spec (``ValueError`` naming the input or output and both shapes
 """
 from __future__ import annotations
 
+import abc
+
 import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -37,7 +39,7 @@ def _format_shape(shape: Sequence) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
-class _Model:
+class _Model(abc.ABC):
     """What the policies need of a loaded model: input and output shapes, and a run.
 
     ``inputs`` / ``outputs``: name -> (shape with None for free dims, dtype as a NumPy
@@ -47,8 +49,9 @@ class _Model:
     inputs: Dict[str, Tuple[Shape, str]]
     outputs: Dict[str, Tuple[Shape, str]]
 
+    @abc.abstractmethod
     def run(self, names: List[str], feeds: Dict[str, np.ndarray]) -> List[np.ndarray]:
-        raise NotImplementedError
+        """The named outputs for the given inputs."""
 
 
 class _OnnxModel(_Model):

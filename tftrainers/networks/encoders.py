@@ -92,7 +92,8 @@ class VisualEncoder(keras.layers.Layer):
         self.built = True
 
     def features(self, x: tf.Tensor) -> tf.Tensor:
-        raise NotImplementedError
+        """The convolutional trunk of the encoder type ([B, H, W, C] -> [B, ...])."""
+        raise NotImplementedError(f"{type(self).__name__} must define features()")
 
     def head_activation(self, x: tf.Tensor) -> tf.Tensor:
         return leaky_relu(x)
