@@ -134,26 +134,10 @@ def lambda_returns(rewards, values, next_value: float, gamma: float, lambd: floa
     Returns:
         [T] float32 returns.
     """
-    r = _as_1d("rewards", rewards)
-    v = _as_1d("values", values)
-    if r.shape != v.shape:
-        raise ValueError(f"rewards and values must have the same shape, got {r.shape} and "
-                         f"{v.shape}")
-    gamma = _check_factor("gamma", gamma)
-    lambd = _check_factor("lambd", lambd)
-    v_next = np.append(v[1:], float(next_value))
-    # The part of G_t that does not depend on G_{t+1}.
-    base = (r + gamma * (1.0 - lambd) * v_next).tolist()
-    out = [0.0] * len(base)
-    running = float(next_value)
-    decay = gamma * lambd
-    for t in range(len(base) - 1, -1, -1):
-        running = base[t] + decay * running
-        out[t] = running
-    return np.asarray(out, np.float32)
-
-
-# ----------------------------------------------------------------------------- batched
+    # G^lambda_t = A^GAE_t + V_t: both recursions agree and G_T - V_T = 0, so one
+    # recursion (GAE's) serves both.
+    advantages = gae(rewards, values, next_value, gamma, lambd)
+    return (advantages + _as_1d("values", values)).astype(np.float32)
 
 
 def _check_batch(rewards, values, boot, lengths):
@@ -258,11 +242,8 @@ def batched_lambda_returns(rewards, values, next_values, lengths=None, *, gamma:
     Returns:
         [N, T] float32 returns, 0 after each row's length.
     """
-    r, v, boot, lengths, valid = _check_batch(rewards, values, next_values, lengths)
-    gamma = _check_factor("gamma", gamma)
-    lambd = _check_factor("lambd", lambd)
-    delta = np.where(valid, r + gamma * _next_values(v, boot, lengths) - v, 0.0)
-    adv = _reverse_discounted_sum(delta, gamma * lambd)
+    adv = batched_gae(rewards, values, next_values, lengths, gamma=gamma, lambd=lambd)
+    _, v, _, _, valid = _check_batch(rewards, values, next_values, lengths)
     return np.where(valid, adv + v, 0.0).astype(np.float32)
 
 
