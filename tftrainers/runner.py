@@ -103,7 +103,8 @@ def run_training(options: RunOptions, log=print) -> int:
             settings = options.settings_for(name)
             trainers[name] = create_trainer(name, spec, settings, run_dir, seed=seed + index,
                                             writers=writers, progress=progress,
-                                            inference=cs.inference, jit_compile=ts.jit_compile)
+                                            inference=cs.inference, jit_compile=ts.jit_compile,
+                                            act_runtime=ts.act_runtime, log=log)
             if cs.resume:
                 trainers[name].restore_latest()
             elif cs.initialize_from:

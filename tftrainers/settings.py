@@ -396,6 +396,11 @@ class TFSettings(_Settings):
         "TensorFlow thread-pool size (0: TensorFlow decides). Small policies run fastest on 1, "
         "where per-op overhead, not arithmetic, dominates.", 1, ge=0)
     jit_compile: bool = _opt("Compile the act and update steps with XLA.", True)
+    act_runtime: str = _opt(
+        "Where the per-step act call runs: onnxruntime (the policy converted once at the "
+        "start, its weights refreshed after every update; about half the time of a "
+        "TensorFlow call in an env loop) or tensorflow.", "onnxruntime",
+        choices=("onnxruntime", "tensorflow"))
 
 
 @dataclass(kw_only=True)

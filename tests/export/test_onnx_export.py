@@ -10,7 +10,7 @@ import pytest
 
 from tftrainers.export import (DEFAULT_OPSET, SUPPORTED_OPSETS, OnnxExportError, export_onnx,
                                policy_to_onnx)
-from tftrainers.export.onnx_export import _check_converted
+from tftrainers.export.onnx_export import check_converted
 
 from .helpers import CASES, build_policy, contract_feeds, keras_deterministic, random_inputs
 
@@ -72,4 +72,4 @@ def test_unconverted_tensorflow_ops_are_an_error():
         [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 2])])
     model = onnx.helper.make_model(graph)
     with pytest.raises(OnnxExportError, match="MatrixDiagV3"):
-        _check_converted(model, 13)
+        check_converted(model, 13)

@@ -15,10 +15,11 @@ def test_bucket_sizes():
 def test_act_and_update_are_traced_once(tmp_path):
     env = make("builtin:GridWorld", seed=0, num_areas=6)
     env.reset()
-    trainer = make_trainer(tmp_path, env, "GridWorld", trainer_settings("GridWorld"))
+    trainer = make_trainer(tmp_path, env, "GridWorld", trainer_settings("GridWorld"),
+                           act_runtime="tensorflow")
     drive(env, trainer, 200)  # batches of varying size, several updates of varying length
     assert trainer.updates >= 3
-    assert trainer.policy._act_fn.tracing_count == 1
+    assert trainer.policy._tf_act.tracing_count == 1
     assert trainer.optimizer.update_fn.tracing_count == 1
 
 

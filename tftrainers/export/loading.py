@@ -58,7 +58,7 @@ class _OnnxModel(_Model):
     _KINDS = {"tensor(float)": "f", "tensor(int64)": "i", "tensor(int32)": "i"}
 
     def __init__(self, path: str):
-        import onnxruntime  # an optional dependency (the "test" / "all" extras)
+        import onnxruntime
 
         if not os.path.isfile(path):
             raise FileNotFoundError(f"{path}: no such ONNX file")

@@ -10,6 +10,7 @@ and every output (constants included) is produced by a node.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import tempfile
@@ -51,16 +52,9 @@ def policy_to_onnx(policy, opset: int = DEFAULT_OPSET) -> onnx.ModelProto:
     check_opset(opset)
     fn = inference_function(policy)
     signature = input_signature(policy.spec, policy.memory_size)
-    # tf2onnx logs its version banner and every optimizer pass at INFO: a page per export
-    # in an application that logs at INFO.
-    logger = logging.getLogger("tf2onnx")
-    level = logger.level
-    logger.setLevel(logging.WARNING)
-    try:
+    with quiet_tf2onnx():
         model, _ = tf2onnx.convert.from_function(fn, input_signature=signature, opset=opset)
-    finally:
-        logger.setLevel(level)
-    _check_converted(model, opset)
+    check_converted(model, opset)
     _fix_names(model, [s.name for s in signature], output_names(policy.spec,
                                                                 policy.memory_size))
     _constants_from_nodes(model)
@@ -109,9 +103,25 @@ def export_onnx(policy, path: str, opset: int = DEFAULT_OPSET) -> str:
     return path
 
 
-def _check_converted(model: onnx.ModelProto, opset: int) -> None:
-    # from_function converts with continue_on_error=True: an op without a handler stays
-    # in the graph under its TensorFlow name and the failure is only logged.
+@contextlib.contextmanager
+def quiet_tf2onnx():
+    """tf2onnx logs its version banner and every optimizer pass at INFO: a page per
+    conversion in an application that logs at INFO. Warnings still show."""
+    logger = logging.getLogger("tf2onnx")
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def check_converted(model: onnx.ModelProto, opset: int) -> None:
+    """Raises OnnxExportError for ops tf2onnx left unconverted.
+
+    ``from_function`` converts with continue_on_error=True: an op without a handler stays
+    in the graph under its TensorFlow name and the failure is only logged.
+    """
     unknown = sorted({node.op_type for node in model.graph.node
                       if node.domain in ("", "ai.onnx")
                       and not onnx.defs.has(node.op_type, max_inclusive_version=opset)})

@@ -89,10 +89,12 @@ def total_entropy(entropy_continuous: tf.Tensor, entropy_discrete: tf.Tensor) ->
     """[B] entropy as ML-Agents reports and regularises it: the *mean* over continuous
     dimensions (one Gaussian distribution) plus the *sum* over discrete branches (one
     categorical each). ``beta`` defaults are tuned to this scale."""
-    total = tf.reduce_sum(entropy_discrete, axis=-1)
-    if entropy_continuous.shape[-1]:
-        total = total + tf.reduce_mean(entropy_continuous, axis=-1)
-    return total
+    # Only the parts that exist: onnxruntime reduces a zero-width tensor to no rows at all.
+    parts = ([tf.reduce_sum(entropy_discrete, axis=-1)] if entropy_discrete.shape[-1] else []) + (
+        [tf.reduce_mean(entropy_continuous, axis=-1)] if entropy_continuous.shape[-1] else [])
+    if not parts:
+        return tf.zeros(tf.shape(entropy_discrete)[:1], entropy_discrete.dtype)
+    return parts[0] + parts[1] if len(parts) == 2 else parts[0]
 
 
 def gaussian_log_prob(x: tf.Tensor, mean: tf.Tensor, log_std: tf.Tensor) -> tf.Tensor:

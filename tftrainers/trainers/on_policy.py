@@ -25,6 +25,7 @@ from tftrainers.processing import (AgentBuffer, AgentProcessor, BufferKey, Strea
 from tftrainers.returns import batched_gae, pad_batch, unpad_batch
 from tftrainers.rewards import REWARD_PROVIDERS, RewardBatch, create_reward_providers
 from tftrainers.export.artifacts import export_policy, prune_exports
+from tftrainers.export.onnx_export import OnnxExportError
 from tftrainers.runs import write_behavior_spec
 from tftrainers.settings import ConfigError, TrainerSettings
 from tftrainers.stats import (CUMULATIVE_REWARD, EPISODE_LENGTH, ProgressDisplay, StatsReporter,
@@ -38,7 +39,7 @@ class OnPolicyTrainer(abc.ABC):
     def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings,
                  run_dir: str, seed: int = 0, writers: Sequence[StatsWriter] = (),
                  progress: Optional[ProgressDisplay] = None, inference: bool = False,
-                 jit_compile: bool = True):
+                 jit_compile: bool = True, act_runtime: str = "onnxruntime", log=print):
         self.behavior_name = behavior_name
         self.spec = spec
         self.settings = settings
@@ -61,6 +62,14 @@ class OnPolicyTrainer(abc.ABC):
                              deterministic=inference and settings.network_settings.deterministic,
                              jit_compile=jit_compile)
         self.optimizer = self.create_optimizer()
+        if not inference:
+            self.optimizer.start_compile()  # beside the act conversion and the first steps
+        if act_runtime == "onnxruntime":
+            try:
+                self.policy.use_onnxruntime()
+            except (ImportError, OnnxExportError) as error:
+                log(f"[WARNING] {behavior_name}: the act call runs in TensorFlow "
+                    f"(onnxruntime: {str(error).splitlines()[0]})")
         # Values are not carried per step (see _process_trajectories): no streams here.
         self.processor = AgentProcessor(spec, settings.time_horizon, (), behavior_name)
         self.buffer = AgentBuffer(self.policy.sequence_length)
@@ -316,6 +325,7 @@ class OnPolicyTrainer(abc.ABC):
             raise CheckpointError(f"{self.checkpointer.directory}: no checkpoint to resume "
                                   f"'{self.behavior_name}' from")
         state = Checkpointer.restore(path, self.trackables())
+        self.policy.weights_changed()
         self.step = int(state["step"])
         self.policy.set_rng_state(state["policy_rng"])
         self.rng.bit_generator.state = state["trainer_rng"]
@@ -333,3 +343,4 @@ class OnPolicyTrainer(abc.ABC):
             raise CheckpointError(f"{directory}: no checkpoint to initialize "
                                   f"'{self.behavior_name}' from")
         Checkpointer.restore(path, self.policy.trackables())
+        self.policy.weights_changed()

@@ -12,10 +12,13 @@ Per-agent recurrent memory lives in one array indexed by dense agent rows.
 The act call is XLA-compiled by default: a small policy then costs about 100 us a step
 instead of 500 (per-op executor overhead dominates such graphs). XLA compiles once per
 input shape, so batches are padded to a power of two (``bucket``), never shrinking.
+``use_onnxruntime()`` moves the call to onnxruntime instead (``onnx_act``), which costs
+less again inside an env loop; the weights are then snapshots, taken again on the first
+act after ``weights_changed()``.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -28,6 +31,7 @@ from tftrainers.networks.action_model import ActionNoise
 from tftrainers.processing import ActionInfo, LogProbs
 from tftrainers.settings import NetworkSettings
 from tftrainers.trainers.compiled import CompiledFunction
+from tftrainers.trainers.onnx_act import OnnxActFunction
 
 
 def bucket(n: int) -> int:
@@ -97,15 +101,45 @@ class Policy:
         for name, width in out_sizes.items():
             self._out_slices[name] = slice(start, start + width)
             start += width
-        self._act_fn = CompiledFunction(
-            self._act_packed, [tf.TensorSpec([None, int(self._in_offsets[-1])], tf.float32)],
-            jit_compile=jit_compile)
+        self._jit_compile = jit_compile
+        self._tf_act: Optional[CompiledFunction] = None  # traced on first use
+        self._onnx_act: Optional[OnnxActFunction] = None
+        self._weights_stale = False
         # Values are computed once per update for many trajectories: not worth an XLA
         # compile per batch size.
         self._values_fn = CompiledFunction(self._values, [obs], jit_compile=False)
         self._act_rows = 1  # act batches are padded to the largest bucket seen
         self._normalize_fn = tf.function(self._update_normalization, input_signature=[obs]) \
             if ns.normalize else None
+
+    # --- act runtimes -----------------------------------------------------------------------
+    @property
+    def act_runtime(self) -> str:
+        """Where the act call runs: "onnxruntime" or "tensorflow"."""
+        return "onnxruntime" if self._onnx_act is not None else "tensorflow"
+
+    def use_onnxruntime(self) -> None:
+        """Runs the act call in onnxruntime from now on (the graph converted once).
+
+        Raises:
+            ImportError: onnxruntime is not installed.
+            tftrainers.export.onnx_export.OnnxExportError: the policy did not convert.
+        """
+        self._onnx_act = OnnxActFunction(self._act_packed, int(self._in_offsets[-1]),
+                                         self.actor.variables)
+        self._weights_stale = False
+
+    def weights_changed(self) -> None:
+        """Call after the actor's variables changed outside this class (an optimizer step, a
+        restore): the onnxruntime act call takes a fresh snapshot before its next use."""
+        self._weights_stale = True
+
+    def _tf_act_fn(self) -> CompiledFunction:
+        if self._tf_act is None:
+            self._tf_act = CompiledFunction(
+                self._act_packed, [tf.TensorSpec([None, int(self._in_offsets[-1])], tf.float32)],
+                jit_compile=self._jit_compile)
+        return self._tf_act
 
     # --- compiled -------------------------------------------------------------------------
     def _act_packed(self, packed):
@@ -149,9 +183,16 @@ class Policy:
             here: as in ML-Agents, the critic evaluates whole trajectories before an update.
         """
         n = len(decision_steps)
-        # One XLA compile for the usual batch: agents sitting a step out shrink n, and
-        # padding up to the largest batch seen costs less than compiling another shape.
-        self._act_rows = size = max(bucket(n), self._act_rows)
+        onnx_act = self._onnx_act
+        if onnx_act is not None:
+            size = n  # onnxruntime takes any batch size as it is
+            if self._weights_stale:
+                self._weights_stale = False
+                onnx_act.refresh()
+        else:
+            # One XLA compile for the usual batch: agents sitting a step out shrink n, and
+            # padding up to the largest batch seen costs less than compiling another shape.
+            self._act_rows = size = max(bucket(n), self._act_rows)
         packed = np.zeros((size, self._in_offsets[-1]), np.float32)
         at = self._in_offsets
         k = len(self._obs_sizes)
@@ -169,7 +210,8 @@ class Policy:
         packed[:, at[k + 3]:at[k + 4]] = 0.5
         packed[:n, at[k + 3]:at[k + 4]] = np.clip(
             self.rng.random((n, self._mask_size), np.float32), 1e-10, 1 - 1e-7)
-        out = self._act_fn(packed).numpy()[:n]
+        out = (onnx_act(packed) if onnx_act is not None
+               else self._tf_act_fn()(packed).numpy()[:n])
         get = {name: out[:, cut] for name, cut in self._out_slices.items()}
         if self.memory_size:
             self._memories.write(rows, get["memory"])
@@ -196,6 +238,7 @@ class Policy:
         """Adds observations to the running statistics of actor and critic normalizers."""
         if self._normalize_fn is not None and len(obs[0]):
             self._normalize_fn(obs)
+            self._weights_stale = True
 
     def trackables(self) -> Dict[str, tf.Module]:
         """What a checkpoint holds of the policy (weights and normalizers)."""

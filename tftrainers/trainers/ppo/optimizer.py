@@ -20,6 +20,7 @@ the same loop, as ML-Agents interleaves them.
 """
 from __future__ import annotations
 
+import threading
 from typing import Dict, NamedTuple, Optional, Sequence, Tuple
 
 import keras
@@ -114,9 +115,12 @@ class PPOOptimizer:
             old_values=tuple(tf.TensorSpec([None], f32) for _ in self.streams),
             memory=tf.TensorSpec([None, policy.memory_size], f32),
             loss_mask=tf.TensorSpec([None], f32))
+        self._buffer_signature = buffer_signature
         self.update_fn = CompiledFunction(self._update_all, [
             buffer_signature, tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int32),
             tf.TensorSpec([], f32), tf.TensorSpec([], f32)], jit_compile=jit_compile)
+        self.jit_compile = jit_compile
+        self._compile_thread: Optional[threading.Thread] = None
 
     def schedules(self, step: int) -> Dict[str, float]:
         """Learning rate, beta and epsilon at ``step`` (ML-Agents' schedules and floors)."""
@@ -128,6 +132,36 @@ class PPOOptimizer:
             "epsilon": decayed_value(hp.epsilon_schedule, hp.epsilon, EPSILON_FLOOR, step,
                                      self.max_steps),
         }
+
+    def start_compile(self) -> None:
+        """XLA-compiles the update for the usual buffer in a background thread.
+
+        The compile (~1.5 s for a small policy) then overlaps the start of the run instead
+        of stalling the first update. It runs the update with no minibatches, which
+        changes no variable; ``update`` waits for it. Nothing to do without XLA.
+        """
+        if not self.jit_compile or self._compile_thread is not None:
+            return
+        capacity = self.capacity(self.hp.buffer_size)
+        batch = tf.nest.map_structure(
+            lambda spec: np.zeros([capacity, *spec.shape[1:]], spec.dtype.as_numpy_dtype),
+            self._buffer_signature)
+        index = np.zeros(self._index_shape(capacity), np.int32)
+
+        def compile_update():
+            try:
+                self.update_fn(batch, index, 0, 0.0, 0.0)
+            except Exception:  # pylint: disable=broad-except
+                # Not fatal here: the first real update compiles again and raises there.
+                return
+        self._compile_thread = threading.Thread(target=compile_update, daemon=True,
+                                                name="compile-update")
+        self._compile_thread.start()
+
+    def wait_for_compile(self) -> None:
+        """Returns once a compile started by ``start_compile`` has finished."""
+        if self._compile_thread is not None:
+            self._compile_thread.join()
 
     # --- compiled ---------------------------------------------------------------------------
     def _update_all(self, buffer: PPOBatch, index: tf.Tensor, count: tf.Tensor, beta: tf.Tensor,
@@ -188,20 +222,33 @@ class PPOOptimizer:
         Returns:
             Mean losses and the schedules' current values, by ML-Agents stat name.
         """
+        self.wait_for_compile()
         values = self.schedules(step)
         self.optimizer.learning_rate.assign(values["learning_rate"])
         n_steps = len(buffer)
-        # Buffers overshoot buffer_size by the trajectories that finished last; room for
-        # half as much again keeps most updates on one compiled shape.
-        capacity = bucket(max(n_steps, self.hp.buffer_size * 3 // 2))
-        capacity += -capacity % self.sequence_length
+        capacity = self.capacity(n_steps)
         index, count = self.minibatch_index(n_steps, capacity, rng)
         out = self.update_fn(self.make_batch(buffer, capacity), index, count,
                              values["beta"], values["epsilon"])
+        self.policy.weights_changed()
         stats = {key: float(value) for key, value in out.items()}
         stats.update({"Policy/Learning Rate": values["learning_rate"],
                       "Policy/Beta": values["beta"], "Policy/Epsilon": values["epsilon"]})
         return stats
+
+    def capacity(self, n_steps: int) -> int:
+        """Rows the compiled update gets for a buffer of ``n_steps``: a power of two, so
+        that XLA compiles once per capacity rather than once per buffer length."""
+        # Buffers overshoot buffer_size by the trajectories that finished last; room for
+        # half as much again keeps most updates on one compiled shape.
+        capacity = bucket(max(n_steps, self.hp.buffer_size * 3 // 2))
+        return capacity + -capacity % self.sequence_length
+
+    def _index_shape(self, capacity: int) -> Tuple[int, int]:
+        """[rows, steps per minibatch] of the minibatch index for ``capacity``."""
+        seq = self.sequence_length
+        per_batch = max(self.hp.batch_size // seq, 1)  # sequences per minibatch
+        return self.hp.num_epoch * max((capacity // seq) // per_batch, 1), per_batch * seq
 
     def make_batch(self, buffer: AgentBuffer, capacity: int) -> PPOBatch:
         """The buffer's fields as a PPOBatch, padded with zeros to ``capacity`` steps."""
@@ -238,8 +285,7 @@ class PPOOptimizer:
         seq = self.sequence_length
         per_batch = max(self.hp.batch_size // seq, 1)  # sequences per minibatch
         batches = (n_steps // seq) // per_batch
-        rows = self.hp.num_epoch * max((capacity // seq) // per_batch, 1)
-        index = np.zeros((rows, per_batch * seq), np.int32)
+        index = np.zeros(self._index_shape(capacity), np.int32)
         offsets = np.arange(seq)
         for epoch in range(self.hp.num_epoch):
             order = rng.permutation(n_steps // seq)[:batches * per_batch]
