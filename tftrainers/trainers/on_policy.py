@@ -208,14 +208,18 @@ class OnPolicyTrainer(abc.ABC):
             returns[name] = unpad_batch(adv + values, lengths)
             self.stats.add_stat(f"Policy/{provider.stat_name} Value Estimate", step_values[name])
         advantage = unpad_batch(np.mean(advantages, axis=0), lengths)
+        computed = {BufferKey.ADVANTAGES: advantage}
+        for name in self.streams:
+            computed[stream_key(StreamField.RETURNS, name)] = returns[name]
+            computed[stream_key(StreamField.VALUES, name)] = step_values[name]
+        if self.buffer.sequence_length == 1:  # nothing to pad: the batch as one chunk
+            steps = {key: np.concatenate([f[key] for f in fields]) for key in fields[0]}
+            self.buffer.append({**steps, **computed})
+            return
         offset = 0
         for t, steps in zip(trajectories, fields):
             end = offset + len(t)
-            steps[BufferKey.ADVANTAGES] = advantage[offset:end]
-            for name in self.streams:
-                steps[stream_key(StreamField.RETURNS, name)] = returns[name][offset:end]
-                steps[stream_key(StreamField.VALUES, name)] = step_values[name][offset:end]
-            self.buffer.append(steps)
+            self.buffer.append({**steps, **{k: v[offset:end] for k, v in computed.items()}})
             offset = end
 
     def _evaluate_rewards(self, trajectories: List[Trajectory], fields: List[Dict],

@@ -12,9 +12,9 @@ Per-agent recurrent memory lives in one array indexed by dense agent rows.
 The act call is XLA-compiled by default: a small policy then costs about 100 us a step
 instead of 500 (per-op executor overhead dominates such graphs). XLA compiles once per
 input shape, so batches are padded to a power of two (``bucket``), never shrinking.
-``use_onnxruntime()`` moves the call to onnxruntime instead (``onnx_act``), which costs
-less again inside an env loop; the weights are then snapshots, taken again on the first
-act after ``weights_changed()``.
+``use_onnxruntime()`` moves the act call and the critic to onnxruntime instead
+(``onnx_function``), which costs less again inside an env loop; the weights are then
+snapshots, taken again on the first call after ``weights_changed()``.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from tftrainers.networks.action_model import ActionNoise
 from tftrainers.processing import ActionInfo, LogProbs
 from tftrainers.settings import NetworkSettings
 from tftrainers.trainers.compiled import CompiledFunction
-from tftrainers.trainers.onnx_act import OnnxActFunction
+from tftrainers.trainers.onnx_function import OnnxFunction
 
 
 def bucket(n: int) -> int:
@@ -103,11 +103,10 @@ class Policy:
             start += width
         self._jit_compile = jit_compile
         self._tf_act: Optional[CompiledFunction] = None  # traced on first use
-        self._onnx_act: Optional[OnnxActFunction] = None
+        self._onnx_act: Optional[OnnxFunction] = None
+        self._onnx_values: Optional[OnnxFunction] = None
         self._weights_stale = False
-        # Values are computed once per update for many trajectories: not worth an XLA
-        # compile per batch size.
-        self._values_fn = CompiledFunction(self._values, [obs], jit_compile=False)
+        self._tf_values: Optional[CompiledFunction] = None  # traced on first use
         self._act_rows = 1  # act batches are padded to the largest bucket seen
         self._normalize_fn = tf.function(self._update_normalization, input_signature=[obs]) \
             if ns.normalize else None
@@ -125,14 +124,30 @@ class Policy:
             ImportError: onnxruntime is not installed.
             tftrainers.export.onnx_export.OnnxExportError: the policy did not convert.
         """
-        self._onnx_act = OnnxActFunction(self._act_packed, int(self._in_offsets[-1]),
-                                         self.actor.variables)
+        self._onnx_act = OnnxFunction(self._act_packed, int(self._in_offsets[-1]),
+                                      self.actor.variables)
+        self._onnx_values = OnnxFunction(self._values_packed, sum(self._obs_sizes),
+                                         self.critic.variables)
         self._weights_stale = False
+
+    def _refresh_if_stale(self) -> None:
+        if self._weights_stale:
+            self._weights_stale = False
+            self._onnx_act.refresh()
+            self._onnx_values.refresh()
 
     def weights_changed(self) -> None:
         """Call after the actor's variables changed outside this class (an optimizer step, a
         restore): the onnxruntime act call takes a fresh snapshot before its next use."""
         self._weights_stale = True
+
+    def _tf_values_fn(self) -> CompiledFunction:
+        if self._tf_values is None:
+            # Values are computed once per update for many trajectories: not worth an XLA
+            # compile per batch size.
+            self._tf_values = CompiledFunction(self._values, [obs_signature(self.spec)],
+                                               jit_compile=False)
+        return self._tf_values
 
     def _tf_act_fn(self) -> CompiledFunction:
         if self._tf_act is None:
@@ -168,6 +183,12 @@ class Policy:
         values, _ = self.critic(obs)
         return values
 
+    def _values_packed(self, packed):
+        parts = tf.split(packed, self._obs_sizes, axis=1)
+        obs = [tf.reshape(p, [-1, *o.shape]) for p, o in zip(parts, self.spec.observation_specs)]
+        values = self._values(obs)
+        return tf.stack([values[name] for name in self.stream_names], axis=1)
+
     def _update_normalization(self, obs):
         self.actor.update_normalization(obs)
         self.critic.update_normalization(obs)
@@ -186,9 +207,7 @@ class Policy:
         onnx_act = self._onnx_act
         if onnx_act is not None:
             size = n  # onnxruntime takes any batch size as it is
-            if self._weights_stale:
-                self._weights_stale = False
-                onnx_act.refresh()
+            self._refresh_if_stale()
         else:
             # One XLA compile for the usual batch: agents sitting a step out shrink n, and
             # padding up to the largest batch seen costs less than compiling another shape.
@@ -232,7 +251,13 @@ class Policy:
 
     def values(self, obs: List[np.ndarray]) -> Dict[str, np.ndarray]:
         """Critic values {stream: [n]} of a batch of observations."""
-        return {k: v.numpy() for k, v in self._values_fn(obs).items()}
+        if self._onnx_values is None:
+            return {k: v.numpy() for k, v in self._tf_values_fn()(obs).items()}
+        self._refresh_if_stale()
+        n = len(obs[0])
+        packed = np.concatenate([o.reshape(n, -1) for o in obs], axis=1, dtype=np.float32)
+        out = self._onnx_values(packed)
+        return {name: out[:, i] for i, name in enumerate(self.stream_names)}
 
     def update_normalization(self, obs: List[np.ndarray]) -> None:
         """Adds observations to the running statistics of actor and critic normalizers."""

@@ -1,6 +1,6 @@
-"""The act call run by onnxruntime, its weights fed in as inputs and refreshed after updates.
+"""Policy calls run by onnxruntime, their weights fed in as inputs and refreshed after updates.
 
-    act = OnnxActFunction(policy._act_packed, width, policy.actor.variables)
+    act = OnnxFunction(policy._act_packed, width, policy.actor.variables)
     out = act(packed)            # [n, outputs] NumPy, the same numbers as the TensorFlow call
     act.refresh()                # after the variables changed (an update, a restore)
 
@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 
-class OnnxActFunction:
+class OnnxFunction:
     """``fn(packed) -> [n, k] float32`` over ``variables``, run by onnxruntime.
 
     Args:
