@@ -189,6 +189,14 @@ class DecisionSteps(_AgentSteps):
     group_id: np.ndarray = None  # [n] int32, 0 = no group
     group_reward: np.ndarray = None  # [n] float32
     _index: Optional[Dict[int, int]] = field(default=None, repr=False, compare=False)
+    _allowed: Optional[np.ndarray] = field(default=None, repr=False, compare=False)
+
+    def allowed_mask(self, discrete_branches: Sequence[int]) -> np.ndarray:
+        """``allowed_action_mask`` of these steps, computed once for every reader (the
+        AgentProcessor and the policy): [n, sum(branches)] float32, 1 = allowed. Read-only."""
+        if self._allowed is None:
+            self._allowed = allowed_action_mask(self.action_mask, discrete_branches, len(self))
+        return self._allowed
 
     @classmethod
     def empty(cls, spec: BehaviorSpec) -> "DecisionSteps":

@@ -90,6 +90,8 @@ class _ActionConverter:
         self.branches: List[int] = []
         self._build: Callable[[np.ndarray, np.ndarray], object] = \
             self._part(space, spaces, top_level=True)
+        # The common case, a single Discrete space: every row's action in one conversion.
+        self._discrete_start = int(space.start) if isinstance(space, spaces.Discrete) else None
 
     def _part(self, space, spaces, top_level=False):
         c0, d0 = self.continuous_size, len(self.branches)
@@ -130,6 +132,12 @@ class _ActionConverter:
     def __call__(self, continuous: np.ndarray, discrete: np.ndarray):
         return self._build(continuous, discrete)
 
+    def rows(self, continuous: np.ndarray, discrete: np.ndarray) -> list:
+        """The env's action for each row of ``continuous`` [n, c] and ``discrete`` [n, b]."""
+        if self._discrete_start is not None:
+            return (discrete[:, 0].astype(np.int64) + self._discrete_start).tolist()
+        return [self._build(c, d) for c, d in zip(continuous, discrete)]
+
 
 class GymEnv(AreaEnv):
     """``num_envs`` copies of a Gymnasium env, each an agent of one behavior."""
@@ -152,6 +160,10 @@ class GymEnv(AreaEnv):
         super().__init__(seed, num_areas=len(self.envs))
         self._latest = [np.zeros((self.n_agents, *spec.shape), np.float32)
                         for spec, _ in self._obs_parts]
+        # A Box observation (the common case) is stored for all stepped copies at once.
+        space = env.observation_space
+        self._box_scale = ((1.0 / 255.0 if space.dtype == np.uint8 else 1.0)
+                           if isinstance(space, _import_gymnasium().spaces.Box) else None)
         self._truncated_now = np.zeros(self.n_agents, bool)
 
     def observation_specs(self):
@@ -172,14 +184,21 @@ class GymEnv(AreaEnv):
             self._store(row, obs)
 
     def _act(self, rows, actions):
-        reward = np.zeros(len(rows), np.float32)
-        terminated = np.zeros(len(rows), bool)
-        for i, row in enumerate(rows):
-            action = self._action(actions.continuous[i], actions.discrete[i])
-            obs, r, term, trunc, _ = self.envs[row].step(action)
-            self._store(row, obs)
-            reward[i], terminated[i], self._truncated_now[row] = r, term, trunc
-        return reward, terminated
+        if not len(rows):
+            return np.zeros(0, np.float32), np.zeros(0, bool)
+        envs = self.envs
+        results = [envs[row].step(action) for row, action in zip(
+            rows.tolist(), self._action.rows(actions.continuous, actions.discrete))]
+        obs, reward, terminated, truncated, _ = zip(*results)
+        if self._box_scale is not None:
+            latest = self._latest[0]
+            stacked = np.asarray(obs, np.float32).reshape(len(rows), *latest.shape[1:])
+            latest[rows] = stacked if self._box_scale == 1.0 else stacked * self._box_scale
+        else:
+            for row, o in zip(rows.tolist(), obs):
+                self._store(row, o)
+        self._truncated_now[rows] = truncated
+        return np.asarray(reward, np.float32), np.asarray(terminated, bool)
 
     def _truncated(self, rows):
         return self._truncated_now[rows]

@@ -39,7 +39,7 @@ import numpy as np
 
 from tftrainers.envs.base import ActionTuple, BehaviorSpec, DecisionSteps, TerminalSteps
 from tftrainers.processing.buffer import BufferKey, Key, StreamField, obs_key, stream_key
-from tftrainers.processing.trajectory import LogProbs, Trajectory, allowed_action_mask
+from tftrainers.processing.trajectory import LogProbs, Trajectory
 
 __all__ = ["ActionInfo", "AgentProcessor", "EpisodeStats", "TrajectoryQueue"]
 
@@ -567,8 +567,7 @@ class AgentProcessor:
         s = self._steps
         for i, o in enumerate(ds.obs):
             s[obs_key(i)][rows, slot] = o
-        s[BufferKey.ACTION_MASK][rows, slot] = allowed_action_mask(
-            ds.action_mask, self._branches, len(ids))
+        s[BufferKey.ACTION_MASK][rows, slot] = ds.allowed_mask(self._branches)
         s[BufferKey.GROUP_ID][rows, slot] = ds.group_id
         self._awaiting[rows] = True
 

@@ -25,7 +25,6 @@ import tensorflow as tf
 
 from tftrainers.envs import ActionTuple, BehaviorSpec, DecisionSteps
 from tftrainers.envs.agent_rows import AgentMemories
-from tftrainers.envs.base import allowed_action_mask
 from tftrainers.networks import Critic, PolicyNetwork
 from tftrainers.networks.action_model import ActionNoise
 from tftrainers.processing import ActionInfo, LogProbs
@@ -217,18 +216,19 @@ class Policy:
         k = len(self._obs_sizes)
         for i, o in enumerate(decision_steps.obs):
             packed[:n, at[i]:at[i + 1]] = o.reshape(n, -1)
-        packed[:, at[k]:at[k + 1]] = 1.0  # padding rows: every action allowed
-        if self._mask_size:
-            packed[:n, at[k]:at[k + 1]] = allowed_action_mask(decision_steps.action_mask,
-                                                               self._branches, n)
         if self.memory_size:
             rows, memory = self._memories.read(decision_steps.agent_id)
             packed[:n, at[k + 1]:at[k + 2]] = memory
-        packed[:n, at[k + 2]:at[k + 3]] = self.rng.standard_normal((n, self._c), np.float32)
-        # Gumbel-max needs u in (0, 1): keep away from both ends in float32.
-        packed[:, at[k + 3]:at[k + 4]] = 0.5
-        packed[:n, at[k + 3]:at[k + 4]] = np.clip(
-            self.rng.random((n, self._mask_size), np.float32), 1e-10, 1 - 1e-7)
+        if self._c:  # Gaussian noise first, then the uniforms: the order a checkpoint replays
+            packed[:n, at[k + 2]:at[k + 3]] = self.rng.standard_normal((n, self._c), np.float32)
+        if self._mask_size:
+            packed[:n, at[k]:at[k + 1]] = decision_steps.allowed_mask(self._branches)
+            # Gumbel-max needs u in (0, 1): keep away from both ends in float32.
+            np.clip(self.rng.random((n, self._mask_size), np.float32), 1e-10, 1 - 1e-7,
+                    out=packed[:n, at[k + 3]:at[k + 4]])
+            if size > n:  # padding rows: every action allowed, any u
+                packed[n:, at[k]:at[k + 1]] = 1.0
+                packed[n:, at[k + 3]:at[k + 4]] = 0.5
         out = (onnx_act(packed) if onnx_act is not None
                else self._tf_act_fn()(packed).numpy()[:n])
         get = {name: out[:, cut] for name, cut in self._out_slices.items()}
