@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from tftrainers.envs import DecisionSteps, make
+from tftrainers.export.onnx_export import OnnxExportError
 from tftrainers.trainers.policy import Policy
 from tftrainers.trainers.ppo.optimizer import PPOOptimizer
 
@@ -101,6 +102,22 @@ def test_trainer_acts_in_onnxruntime_with_the_weights_of_each_update(tmp_path):
     (tf_info, _, _), (ort_info, _, _) = act_both(policy, steps, 0)
     np.testing.assert_allclose(ort_info.log_probs.discrete, tf_info.log_probs.discrete,
                                atol=1e-5)
+
+
+def test_a_policy_that_does_not_convert_acts_in_tensorflow_with_one_warning(tmp_path,
+                                                                            monkeypatch):
+    def fail(self):
+        raise OnnxExportError("tf2onnx could not convert FancyOp to ONNX opset 15")
+    monkeypatch.setattr(Policy, "use_onnxruntime", fail)
+    lines = []
+    env = make("builtin:Basic", seed=0, num_areas=2)
+    env.reset()
+    trainer = make_trainer(tmp_path, env, "Basic", trainer_settings("Basic"), log=lines.append)
+    assert lines == ["[WARNING] Basic: the act call runs in TensorFlow (onnxruntime: tf2onnx "
+                     "could not convert FancyOp to ONNX opset 15)"]
+    assert trainer.policy.act_runtime == "tensorflow"
+    drive(env, trainer, 10)
+    assert trainer.step > 0
 
 
 def test_tensorflow_act_runtime_is_kept_when_asked(tmp_path):

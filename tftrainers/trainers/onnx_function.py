@@ -39,7 +39,8 @@ class OnnxFunction:
         import onnxruntime
         import tf2onnx
 
-        from tftrainers.export.onnx_export import DEFAULT_OPSET, check_converted, quiet_tf2onnx
+        from tftrainers.export.onnx_export import (DEFAULT_OPSET, OnnxExportError,
+                                                   check_converted, quiet_tf2onnx)
 
         self.variables = list(variables)
         signature = [tf.TensorSpec([None, int(width)], tf.float32, name="packed")] + [
@@ -68,7 +69,7 @@ class OnnxFunction:
         by_name = {s.name: i for i, s in enumerate(signature)}
         missing = [n for n in names if n not in by_name]
         if missing:
-            raise ValueError(f"converted act graph has unexpected inputs {missing}")
+            raise OnnxExportError(f"converted graph has unexpected inputs {missing}")
         self._input_name = signature[0].name
         self._weight_inputs = [(n, by_name[n] - 1) for n in names if n != self._input_name]
         self._output_names = [self.session.get_outputs()[0].name]
