@@ -35,12 +35,17 @@ def _import_gymnasium():
 ObsConverter = Callable[[object], np.ndarray]
 
 
+def _box_scale(space) -> float:
+    """What a Box observation is multiplied by: 1/255 for uint8 images, else 1."""
+    return 1.0 / 255.0 if space.dtype == np.uint8 else 1.0
+
+
 def _observation_parts(space, name: str) -> List[Tuple[ObservationSpec, ObsConverter]]:
     """ObservationSpecs for a space and, for each, a function raw obs -> float32 array."""
     spaces = _import_gymnasium().spaces
     if isinstance(space, spaces.Box):
         shape = space.shape
-        scale = 1.0 / 255.0 if space.dtype == np.uint8 else 1.0
+        scale = _box_scale(space)
         if len(shape) == 3:
             spec = ObservationSpec(shape, name, ObservationKind.VISUAL)
             return [(spec, lambda o: np.asarray(o, np.float32) * scale)]
@@ -162,7 +167,7 @@ class GymEnv(AreaEnv):
                         for spec, _ in self._obs_parts]
         # A Box observation (the common case) is stored for all stepped copies at once.
         space = env.observation_space
-        self._box_scale = ((1.0 / 255.0 if space.dtype == np.uint8 else 1.0)
+        self._box_scale = (_box_scale(space)
                            if isinstance(space, _import_gymnasium().spaces.Box) else None)
         self._truncated_now = np.zeros(self.n_agents, bool)
 

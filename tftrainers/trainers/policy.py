@@ -136,8 +136,9 @@ class Policy:
             self._onnx_values.refresh()
 
     def weights_changed(self) -> None:
-        """Call after the actor's variables changed outside this class (an optimizer step, a
-        restore): the onnxruntime act call takes a fresh snapshot before its next use."""
+        """Call after the actor's or critic's variables changed outside this class (an
+        optimizer step, a restore): the onnxruntime calls take a fresh snapshot before their
+        next use."""
         self._weights_stale = True
 
     def _tf_values_fn(self) -> CompiledFunction:
@@ -158,8 +159,7 @@ class Policy:
     # --- compiled -------------------------------------------------------------------------
     def _act_packed(self, packed):
         parts = tf.split(packed, np.diff(self._in_offsets).tolist(), axis=1)
-        obs = [tf.reshape(p, [-1, *o.shape])
-               for p, o in zip(parts, self.spec.observation_specs)]
+        obs = self._unflatten_obs(parts)
         masks, memory, gaussian, uniform = parts[len(obs):]
         out = self._act(obs, masks, memory, gaussian, uniform)
         columns = [out["entropy"][:, None] if name == "entropy" else tf.cast(out[name], tf.float32)
@@ -182,10 +182,13 @@ class Policy:
         values, _ = self.critic(obs)
         return values
 
+    def _unflatten_obs(self, parts):
+        """Flat [B, size] columns of a packed matrix -> observations in their spec shapes
+        (the first ``len(observation_specs)`` of ``parts``)."""
+        return [tf.reshape(p, [-1, *o.shape]) for p, o in zip(parts, self.spec.observation_specs)]
+
     def _values_packed(self, packed):
-        parts = tf.split(packed, self._obs_sizes, axis=1)
-        obs = [tf.reshape(p, [-1, *o.shape]) for p, o in zip(parts, self.spec.observation_specs)]
-        values = self._values(obs)
+        values = self._values(self._unflatten_obs(tf.split(packed, self._obs_sizes, axis=1)))
         return tf.stack([values[name] for name in self.stream_names], axis=1)
 
     def _update_normalization(self, obs):
