@@ -135,7 +135,7 @@ def test_background_compile_changes_nothing_and_is_the_update_used(tmp_path):
     assert trainer.optimizer._compile_thread is not None
     # A second optimizer of the same policy: its compile runs the update with no minibatch.
     optimizer = PPOOptimizer(trainer.policy, settings.hyperparameters, settings.max_steps)
-    state = optimizer.variables + optimizer.optimizer.variables
+    state = [*optimizer.variables, *optimizer.optimizer.variables]
     before = [v.numpy().copy() for v in state]
     optimizer.start_compile()
     optimizer.wait_for_compile()

@@ -24,6 +24,7 @@ from tftrainers.networks import NetworkBody
 from tftrainers.networks.layers import kaiming_normal, swish
 from tftrainers.rewards.base import RewardBatch, RewardProvider, masked_mean, reward_signature
 from tftrainers.settings import CuriositySettings
+from tftrainers.trainers.adam import FusedAdam
 from tftrainers.trainers.compiled import CompiledFunction
 
 HIDDEN = 256  # width of the inverse and forward models' hidden layer, as in ML-Agents
@@ -150,8 +151,8 @@ class CuriosityRewardProvider(RewardProvider):
     def __init__(self, name: str, spec: BehaviorSpec, settings: CuriositySettings):
         super().__init__(name, spec, settings)
         self.network = CuriosityNetwork(spec, settings, name="curiosity")
-        self.optimizer = keras.optimizers.Adam(learning_rate=settings.learning_rate, epsilon=1e-8)
-        self.optimizer.build(self.network.trainable_variables)
+        self.optimizer = FusedAdam(self.network.trainable_variables, settings.learning_rate,
+                                   epsilon=1e-8, name=f"{name}_adam")
         # Scoring runs once per update on thousands of steps: not worth an XLA compile per size.
         self._errors_fn = CompiledFunction(self.network.errors, [reward_signature(spec)],
                                            jit_compile=False)

@@ -24,6 +24,7 @@ from tftrainers.networks import NetworkBody
 from tftrainers.networks.layers import kaiming_normal
 from tftrainers.rewards.base import RewardBatch, RewardProvider, masked_mean, reward_signature
 from tftrainers.settings import NetworkSettings, RNDSettings
+from tftrainers.trainers.adam import FusedAdam
 from tftrainers.trainers.compiled import CompiledFunction
 
 
@@ -68,8 +69,8 @@ class RNDRewardProvider(RewardProvider):
         self.target = body("rnd_target")
         self.target.trainable = False
         self.predictor = body("rnd_predictor")
-        self.optimizer = keras.optimizers.Adam(learning_rate=settings.learning_rate, epsilon=1e-8)
-        self.optimizer.build(self.predictor.trainable_variables)
+        self.optimizer = FusedAdam(self.predictor.trainable_variables, settings.learning_rate,
+                                   epsilon=1e-8, name=f"{name}_adam")
         self._errors_fn = CompiledFunction(self._errors, [reward_signature(spec)],
                                            jit_compile=False)
         self._normalize = ns.normalize

@@ -23,7 +23,6 @@ from __future__ import annotations
 import threading
 from typing import Dict, NamedTuple, Optional, Sequence, Tuple
 
-import keras
 import numpy as np
 import tensorflow as tf
 
@@ -32,6 +31,7 @@ from tftrainers.processing import (AgentBuffer, BufferKey, StreamField, next_obs
                                    stream_key)
 from tftrainers.rewards import RewardBatch, RewardProvider, masked_mean
 from tftrainers.settings import PPOSettings
+from tftrainers.trainers.adam import FusedAdam
 from tftrainers.trainers.compiled import CompiledFunction
 from tftrainers.trainers.policy import Policy, bucket, obs_signature, pad_rows
 from tftrainers.trainers.schedules import (BETA_FLOOR, EPSILON_FLOOR, LEARNING_RATE_FLOOR,
@@ -79,7 +79,7 @@ def value_loss(values: Sequence[tf.Tensor], old_values: Sequence[tf.Tensor],
 
 
 class PPOOptimizer:
-    """Owns the Adam optimizer over actor and critic and the compiled update (which also
+    """Owns the (fused) Adam optimizer over actor and critic and the compiled update (which also
     steps the learned reward signals in ``reward_providers``)."""
 
     def __init__(self, policy: Policy, hyperparameters: PPOSettings, max_steps: int,
@@ -94,10 +94,9 @@ class PPOOptimizer:
         self.with_next_obs = any(p.needs_next_obs for p in self.reward_providers)
         self.stat_names = ("Losses/Policy Loss", "Losses/Value Loss", "Policy/Update Entropy",
                            *(n for p in self.reward_providers for n in p.update_stat_names))
-        self.optimizer = keras.optimizers.Adam(learning_rate=hyperparameters.learning_rate,
-                                               epsilon=1e-8)
         self.variables = policy.actor.trainable_variables + policy.critic.trainable_variables
-        self.optimizer.build(self.variables)
+        self.optimizer = FusedAdam(self.variables, hyperparameters.learning_rate, epsilon=1e-8,
+                                   global_clipnorm=hyperparameters.max_grad_norm)
         spec = policy.spec
         c = spec.action_spec.continuous_size
         b = spec.action_spec.discrete_size
@@ -214,10 +213,8 @@ class PPOOptimizer:
                                 batch.loss_mask, clip=self.hp.clip_value)
             entropy = masked_mean(evaluation.entropy, batch.loss_mask)
             loss = p_loss + 0.5 * v_loss - beta * entropy
-        gradients = tape.gradient(loss, self.variables)
-        if self.hp.max_grad_norm is not None:
-            gradients, _ = tf.clip_by_global_norm(gradients, self.hp.max_grad_norm)
-        self.optimizer.apply_gradients(zip(gradients, self.variables))
+        # Clipped to max_grad_norm (if set) inside the optimizer, on the flat gradient.
+        self.optimizer.apply_gradients(zip(tape.gradient(loss, self.variables), self.variables))
         return {"Losses/Policy Loss": tf.abs(p_loss), "Losses/Value Loss": v_loss,
                 "Policy/Update Entropy": entropy}
 
