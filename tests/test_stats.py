@@ -60,5 +60,8 @@ def test_tensorboard_events_use_ml_agents_names(tmp_path):
     (events,) = glob.glob(os.path.join(tmp_path, "Basic", "events.out.tfevents.*"))
     accumulator = EventAccumulator(events)
     accumulator.Reload()
-    tags = set(accumulator.Tags()["tensors"]) | set(accumulator.Tags()["scalars"])
-    assert {"Environment/Cumulative Reward", "Policy/Learning Rate"} <= tags
+    # Scalars (simple_value), as ML-Agents' writer records them: TensorBoard's scalar view.
+    assert {"Environment/Cumulative Reward", "Policy/Learning Rate",
+            "Environment/Steps per Second"} <= set(accumulator.Tags()["scalars"])
+    (event,) = accumulator.Scalars("Policy/Learning Rate")
+    assert event.step == 50 and event.value == pytest.approx(3e-4)
