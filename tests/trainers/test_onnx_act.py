@@ -90,6 +90,34 @@ def test_onnxruntime_act_takes_weights_only_when_told_they_changed():
                                atol=1e-5)
 
 
+def assert_act_and_values_match_tensorflow(policy: Policy, steps: DecisionSteps):
+    (tf_info, _, _), (ort_info, _, _) = act_both(policy, steps, 0)
+    np.testing.assert_allclose(ort_info.actions.continuous, tf_info.actions.continuous,
+                               atol=1e-5)
+    ort_values = policy.values(steps.obs)
+    tf_values = {k: v.numpy() for k, v in policy._tf_values_fn()(steps.obs).items()}
+    for name in policy.stream_names:
+        np.testing.assert_allclose(ort_values[name], tf_values[name], atol=1e-5)
+
+
+def test_weights_handed_over_are_taken_and_a_full_change_reads_everything():
+    policy = build_policy(CASES["continuous"])
+    policy.use_onnxruntime()
+    steps = decisions(policy, 4, 0)
+    trained = policy.actor.trainable_variables + policy.critic.trainable_variables
+    for variable in trained:
+        variable.assign(variable.numpy() * 1.5)
+    # What an update hands over is taken as it is, without a read.
+    policy.weights_changed({id(v): v.numpy() for v in trained})
+    assert_act_and_values_match_tensorflow(policy, steps)
+    handed = {id(v): v.numpy() for v in trained}
+    for variable in trained:
+        variable.assign(variable.numpy() * 0.5)
+    policy.weights_changed()  # e.g. a restore: everything is read ...
+    policy.weights_changed(handed)  # ... and older arrays handed over later do not win
+    assert_act_and_values_match_tensorflow(policy, steps)
+
+
 def test_trainer_acts_in_onnxruntime_with_the_weights_of_each_update(tmp_path):
     env = make("builtin:Basic", seed=0, num_areas=4)
     env.reset()

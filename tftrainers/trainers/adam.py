@@ -16,7 +16,7 @@ A checkpoint holds ``iterations``, ``learning_rate`` and the flat moments.
 """
 from __future__ import annotations
 
-from typing import Iterable, Optional, Sequence, Tuple
+from typing import Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -40,6 +40,7 @@ class FusedAdam(tf.Module):
         self._shapes = [tuple(v.shape) for v in variables]
         self._sizes = [int(np.prod(shape, dtype=np.int64)) for shape in self._shapes]
         self._ids = [id(v) for v in variables]
+        self._cuts = np.cumsum(self._sizes)[:-1]
         total = sum(self._sizes)
         self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
         self.global_clipnorm = global_clipnorm
@@ -75,3 +76,14 @@ class FusedAdam(tf.Module):
         for (_, variable), part, shape in zip(pairs, tf.split(delta, self._sizes), self._shapes):
             variable.assign_sub(tf.reshape(part, shape))
         self.iterations.assign_add(1)
+
+    def flat_values(self, variables: Sequence[tf.Variable]) -> tf.Tensor:
+        """The variables' current values as one vector (in a compiled function: one output
+        to hand over instead of one per variable)."""
+        return tf.concat([tf.zeros([0])] + [tf.reshape(tf.convert_to_tensor(v), [-1])
+                                            for v in variables], axis=0)
+
+    def unflatten(self, flat: np.ndarray) -> List[np.ndarray]:
+        """``flat_values`` back into arrays of the variables' shapes (views of ``flat``)."""
+        return [piece.reshape(shape) for piece, shape in zip(np.split(flat, self._cuts),
+                                                              self._shapes)]

@@ -13,7 +13,7 @@ those arrays. Nothing is converted again while training.
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 import keras
 import numpy as np
@@ -81,8 +81,18 @@ class OnnxFunction:
         self._feed = {}
         self.refresh()
 
-    def refresh(self) -> None:
-        """Takes the variables' current values for the following calls."""
+    def refresh(self, known: Optional[Mapping[int, np.ndarray]] = None) -> None:
+        """Takes the variables' current values for the following calls: those in ``known``
+        (arrays by variable ``id``) as given, all others unchanged; without ``known``, every
+        variable's value, read from TensorFlow."""
+        if known is not None:
+            feed = dict(self._feed)
+            for name, index in self._weight_inputs:
+                value = known.get(id(self.variables[index]))
+                if value is not None:
+                    feed[name] = value
+            self._feed = feed
+            return
         values = self._read()
         feed = {name: np.asarray(value.numpy())  # scalars come back as NumPy scalars
                 for (name, _), value in zip(self._weight_inputs, values)}

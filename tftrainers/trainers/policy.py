@@ -18,7 +18,7 @@ snapshots, taken again on the first call after ``weights_changed()``.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -104,7 +104,8 @@ class Policy:
         self._tf_act: Optional[CompiledFunction] = None  # traced on first use
         self._onnx_act: Optional[OnnxFunction] = None
         self._onnx_values: Optional[OnnxFunction] = None
-        self._weights_stale = False
+        self._weights_stale = False  # read every variable before the next onnxruntime call
+        self._fresh_weights: Dict[int, np.ndarray] = {}  # or just take these (by id)
         self._tf_values: Optional[CompiledFunction] = None  # traced on first use
         self._act_rows = 1  # act batches are padded to the largest bucket seen
         self._normalize_fn = tf.function(self._update_normalization, input_signature=[obs]) \
@@ -131,15 +132,23 @@ class Policy:
 
     def _refresh_if_stale(self) -> None:
         if self._weights_stale:
-            self._weights_stale = False
+            self._weights_stale, self._fresh_weights = False, {}
             self._onnx_act.refresh()
             self._onnx_values.refresh()
+        elif self._fresh_weights:
+            fresh, self._fresh_weights = self._fresh_weights, {}
+            self._onnx_act.refresh(fresh)
+            self._onnx_values.refresh(fresh)
 
-    def weights_changed(self) -> None:
+    def weights_changed(self, values: Optional[Mapping[int, np.ndarray]] = None) -> None:
         """Call after the actor's or critic's variables changed outside this class (an
         optimizer step, a restore): the onnxruntime calls take a fresh snapshot before their
-        next use."""
-        self._weights_stale = True
+        next use. ``values`` (NumPy arrays by variable ``id``), when they cover every
+        variable that changed, spare reading them back from TensorFlow."""
+        if values is None:
+            self._weights_stale, self._fresh_weights = True, {}
+        elif not self._weights_stale:
+            self._fresh_weights = {**self._fresh_weights, **values}
 
     def _tf_values_fn(self) -> CompiledFunction:
         if self._tf_values is None:

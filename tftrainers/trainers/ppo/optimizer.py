@@ -168,8 +168,9 @@ class PPOOptimizer:
     # --- compiled ---------------------------------------------------------------------------
     def _update_all(self, buffer: PPOBatch, index: tf.Tensor, count: tf.Tensor,
                     learning_rate: tf.Tensor, beta: tf.Tensor,
-                    epsilon: tf.Tensor) -> Dict[str, tf.Tensor]:
-        """Gradient steps on the minibatches ``index[:count]`` ([rows, batch] step indices)."""
+                    epsilon: tf.Tensor) -> Tuple[Dict[str, tf.Tensor], tf.Tensor]:
+        """Gradient steps on the minibatches ``index[:count]`` ([rows, batch] step indices);
+        returns the mean stats and the trained variables' new values (one flat vector)."""
         seq = self.sequence_length
         names = self.stat_names
         # In the graph: an eager assign costs ~0.5 ms in an env loop, the update ~5.
@@ -193,7 +194,10 @@ class PPOOptimizer:
         _, totals = tf.while_loop(lambda i, _: i < count, body,
                                   (tf.constant(0), tuple(tf.constant(0.0) for _ in names)))
         n = tf.cast(tf.maximum(count, 1), tf.float32)
-        return {k: v / n for k, v in zip(names, totals)}
+        # The new weights leave with the stats: the onnxruntime act call needs them next,
+        # and reading them in a call of their own costs more than the copy.
+        return ({k: v / n for k, v in zip(names, totals)},
+                self.optimizer.flat_values(self.variables))
 
     def _update_step(self, batch: PPOBatch, beta: tf.Tensor, epsilon: tf.Tensor):
         """One gradient step on a minibatch (``batch.memory``: [sequences, memory_size])."""
@@ -230,9 +234,11 @@ class PPOOptimizer:
         n_steps = len(buffer)
         capacity = self.capacity(n_steps)
         index, count = self.minibatch_index(n_steps, capacity, rng)
-        out = self.update_fn(self.make_batch(buffer, capacity), index, count,
-                             values["learning_rate"], values["beta"], values["epsilon"])
-        self.policy.weights_changed()
+        out, weights = self.update_fn(self.make_batch(buffer, capacity), index, count,
+                                      values["learning_rate"], values["beta"],
+                                      values["epsilon"])
+        self.policy.weights_changed(dict(zip(map(id, self.variables),
+                                             self.optimizer.unflatten(weights.numpy()))))
         stats = {key: float(value) for key, value in out.items()}
         stats.update({"Policy/Learning Rate": values["learning_rate"],
                       "Policy/Beta": values["beta"], "Policy/Epsilon": values["epsilon"]})
