@@ -140,7 +140,9 @@ class _ActionConverter:
     def rows(self, continuous: np.ndarray, discrete: np.ndarray) -> list:
         """The env's action for each row of ``continuous`` [n, c] and ``discrete`` [n, b]."""
         if self._discrete_start is not None:
-            return (discrete[:, 0].astype(np.int64) + self._discrete_start).tolist()
+            # NumPy int64 scalars, as Discrete.sample() gives: gymnasium's Discrete.contains
+            # takes them faster than Python ints (no np.iinfo per step).
+            return list(discrete[:, 0].astype(np.int64) + self._discrete_start)
         return [self._build(c, d) for c, d in zip(continuous, discrete)]
 
 

@@ -50,7 +50,14 @@ __all__ = [
 ]
 
 
-class BufferKey(enum.Enum):
+class _Key(enum.Enum):
+    """An enum used as a dict key on the per-step path: hashed by identity (members are
+    singletons compared by identity), not by Enum's Python-level hash of the name."""
+
+    __hash__ = object.__hash__
+
+
+class BufferKey(_Key):
     """Fields with one column for the whole behavior. Shapes are per step ([T, ...])."""
 
     CONTINUOUS_ACTION = "continuous_action"  # [T, c] float32, raw (pre-clip) Gaussian samples
@@ -67,14 +74,14 @@ class BufferKey(enum.Enum):
     ADVANTAGES = "advantages"  # [T] float32, advantage combined over reward streams
 
 
-class ObsField(enum.Enum):
+class ObsField(_Key):
     """Per-observation fields; the key is ``(ObsField, observation index)``."""
 
     OBS = "obs"  # [T, *shape], observation the action at step t was chosen from
     NEXT_OBS = "next_obs"  # [T, *shape], observation after step t (curiosity, RND)
 
 
-class StreamField(enum.Enum):
+class StreamField(_Key):
     """Per-reward-stream fields; the key is ``(StreamField, stream name)``."""
 
     REWARDS = "rewards"  # [T] reward of the stream (extrinsic is ENVIRONMENT_REWARDS * strength)
