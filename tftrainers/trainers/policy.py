@@ -18,6 +18,7 @@ snapshots, taken again on the first call after ``weights_changed()``.
 """
 from __future__ import annotations
 
+import threading
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -106,6 +107,7 @@ class Policy:
         self._onnx_values: Optional[OnnxFunction] = None
         self._weights_stale = False  # read every variable before the next onnxruntime call
         self._fresh_weights: Dict[int, np.ndarray] = {}  # or just take these (by id)
+        self._weights_lock = threading.Lock()
         self._tf_values: Optional[CompiledFunction] = None  # traced on first use
         self._act_rows = 1  # act batches are padded to the largest bucket seen
         self._normalize_fn = tf.function(self._update_normalization, input_signature=[obs]) \
@@ -131,24 +133,24 @@ class Policy:
         self._weights_stale = False
 
     def _refresh_if_stale(self) -> None:
-        if self._weights_stale:
+        if not (self._weights_stale or self._fresh_weights):
+            return
+        with self._weights_lock:  # a threaded update may hand over weights meanwhile
+            stale, fresh = self._weights_stale, self._fresh_weights
             self._weights_stale, self._fresh_weights = False, {}
-            self._onnx_act.refresh()
-            self._onnx_values.refresh()
-        elif self._fresh_weights:
-            fresh, self._fresh_weights = self._fresh_weights, {}
-            self._onnx_act.refresh(fresh)
-            self._onnx_values.refresh(fresh)
+        for function in (self._onnx_act, self._onnx_values):
+            function.refresh(None if stale else fresh)
 
     def weights_changed(self, values: Optional[Mapping[int, np.ndarray]] = None) -> None:
         """Call after the actor's or critic's variables changed outside this class (an
         optimizer step, a restore): the onnxruntime calls take a fresh snapshot before their
         next use. ``values`` (NumPy arrays by variable ``id``), when they cover every
         variable that changed, spare reading them back from TensorFlow."""
-        if values is None:
-            self._weights_stale, self._fresh_weights = True, {}
-        elif not self._weights_stale:
-            self._fresh_weights = {**self._fresh_weights, **values}
+        with self._weights_lock:
+            if values is None:
+                self._weights_stale, self._fresh_weights = True, {}
+            elif not self._weights_stale:
+                self._fresh_weights = {**self._fresh_weights, **values}
 
     def _tf_values_fn(self) -> CompiledFunction:
         if self._tf_values is None:
@@ -275,7 +277,7 @@ class Policy:
         """Adds observations to the running statistics of actor and critic normalizers."""
         if self._normalize_fn is not None and len(obs[0]):
             self._normalize_fn(obs)
-            self._weights_stale = True
+            self.weights_changed()
 
     def trackables(self) -> Dict[str, tf.Module]:
         """What a checkpoint holds of the policy (weights and normalizers)."""
