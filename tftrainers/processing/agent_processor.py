@@ -93,6 +93,15 @@ class EpisodeStats(NamedTuple):
         return len(self.agent_id)
 
 
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.setflags(write=False)
+    return array
+
+
+_NO_EPISODES = EpisodeStats(*(_read_only(np.zeros(0, dtype)) for dtype in (
+    np.int64, np.float32, np.float32, np.int64, bool)))
+
+
 class TrajectoryQueue:
     """Thread-safe FIFO of trajectories from an AgentProcessor to a trainer.
 
@@ -335,11 +344,9 @@ class AgentProcessor:
 
     def pop_episode_stats(self) -> EpisodeStats:
         """Episodes that ended since the last call."""
+        if not self._episode_stats:  # most env steps: one shared (read-only) empty answer
+            return _NO_EPISODES
         parts, self._episode_stats = self._episode_stats, []
-        if not parts:
-            return EpisodeStats(np.zeros(0, np.int64), np.zeros(0, np.float32),
-                                np.zeros(0, np.float32), np.zeros(0, np.int64),
-                                np.zeros(0, bool))
         return EpisodeStats(*(np.concatenate(column) for column in zip(*parts)))
 
     def end_episodes(self) -> None:
