@@ -9,8 +9,8 @@ variables that is a dozen sets of kernels per gradient step, which XLA compiles 
 and runs one by one. Here the gradients are concatenated once, clipped with one norm, and
 the moments live in two flat vectors, so a step is a handful of kernels whatever the
 number of variables (PyTorch's ``foreach``/``fused`` Adam exists for the same reason). On
-the CartPole policy this cut the update's XLA compile from ~1.0 to ~0.65 s and each update
-from ~6.0 to ~4.7 ms (see ``benchmarks/ppo_vs_sb3.py``).
+the CartPole config's update (measured in one process against Keras' Adam): trace 0.42 ->
+0.25 s, XLA compile 1.37 -> 0.99 s, each update of 20 minibatches 6.0 -> 5.3 ms.
 
 A checkpoint holds ``iterations``, ``learning_rate`` and the flat moments.
 """
@@ -56,6 +56,8 @@ class FusedAdam(tf.Module):
         ``None`` gradient (a variable the loss does not reach) counts as zero, which leaves
         a variable that never had a gradient where it is, as Keras does."""
         pairs = list(grads_and_vars)
+        if not pairs and not self._ids:  # nothing to train
+            return
         if [id(v) for _, v in pairs] != self._ids:
             raise ValueError(f"{self.name}: apply_gradients needs the {len(self._ids)} "
                              f"variables it was built for, in the same order")
