@@ -50,9 +50,6 @@ def _observation_parts(space, name: str) -> List[Tuple[ObservationSpec, ObsConve
             spec = ObservationSpec(shape, name, ObservationKind.VISUAL)
             return [(spec, lambda o: np.asarray(o, np.float32) * scale)]
         size = int(np.prod(shape)) if shape else 1
-        if scale == 1.0:  # the common case, without a multiply per step
-            return [(ObservationSpec((size,), name),
-                     lambda o: np.asarray(o, np.float32).reshape(size))]
         return [(ObservationSpec((size,), name),
                  lambda o: np.asarray(o, np.float32).reshape(size) * scale)]
     if isinstance(space, spaces.Discrete):

@@ -90,11 +90,14 @@ def total_entropy(entropy_continuous: tf.Tensor, entropy_discrete: tf.Tensor) ->
     dimensions (one Gaussian distribution) plus the *sum* over discrete branches (one
     categorical each). ``beta`` defaults are tuned to this scale."""
     # Only the parts that exist: onnxruntime reduces a zero-width tensor to no rows at all.
-    parts = ([tf.reduce_sum(entropy_discrete, axis=-1)] if entropy_discrete.shape[-1] else []) + (
-        [tf.reduce_mean(entropy_continuous, axis=-1)] if entropy_continuous.shape[-1] else [])
+    parts = []
+    if entropy_discrete.shape[-1]:
+        parts.append(tf.reduce_sum(entropy_discrete, axis=-1))
+    if entropy_continuous.shape[-1]:
+        parts.append(tf.reduce_mean(entropy_continuous, axis=-1))
     if not parts:
         return tf.zeros(tf.shape(entropy_discrete)[:1], entropy_discrete.dtype)
-    return parts[0] + parts[1] if len(parts) == 2 else parts[0]
+    return tf.add_n(parts)
 
 
 def gaussian_log_prob(x: tf.Tensor, mean: tf.Tensor, log_std: tf.Tensor) -> tf.Tensor:

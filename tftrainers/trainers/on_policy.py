@@ -191,7 +191,7 @@ class OnPolicyTrainer(abc.ABC):
         # and the update buffer takes them whole.
         fields = [t.to_fields() for t in trajectories]
         stream_rewards = self._evaluate_rewards(trajectories, fields, obs)
-        self._report_signal_rewards(trajectories, stream_rewards, lengths)
+        self._report_signal_rewards(trajectories, stream_rewards, bounds)
         advantages = []
         returns: Dict[str, np.ndarray] = {}
         for name, provider in self.reward_providers.items():
@@ -243,10 +243,10 @@ class OnPolicyTrainer(abc.ABC):
 
     def _report_signal_rewards(self, trajectories: List[Trajectory],
                                stream_rewards: Dict[str, np.ndarray],
-                               lengths: np.ndarray) -> None:
+                               bounds: np.ndarray) -> None:
         """Adds each stream's per-episode reward (``Policy/<Signal> Reward``) for the
-        episodes these trajectories end."""
-        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        episodes these trajectories end (``bounds``: where each but the first starts)."""
+        starts = np.concatenate([[0], bounds]).astype(np.int64)
         for name, provider in self.reward_providers.items():
             sums = np.add.reduceat(stream_rewards[name], starts) if len(starts) else []
             running = self._episode_signal_rewards[name]

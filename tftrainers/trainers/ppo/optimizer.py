@@ -252,10 +252,13 @@ class PPOOptimizer:
         capacity = bucket(max(n_steps, self.hp.buffer_size * 3 // 2))
         return capacity + -capacity % self.sequence_length
 
+    @property
+    def _sequences_per_batch(self) -> int:
+        return max(self.hp.batch_size // self.sequence_length, 1)
+
     def _index_shape(self, capacity: int) -> Tuple[int, int]:
         """[rows, steps per minibatch] of the minibatch index for ``capacity``."""
-        seq = self.sequence_length
-        per_batch = max(self.hp.batch_size // seq, 1)  # sequences per minibatch
+        seq, per_batch = self.sequence_length, self._sequences_per_batch
         return self.hp.num_epoch * max((capacity // seq) // per_batch, 1), per_batch * seq
 
     def make_batch(self, buffer: AgentBuffer, capacity: int) -> PPOBatch:
@@ -290,8 +293,7 @@ class PPOOptimizer:
             Each pass has ``n_steps // batch`` minibatches; the remainder is left out, a
             different part each pass, as ML-Agents does.
         """
-        seq = self.sequence_length
-        per_batch = max(self.hp.batch_size // seq, 1)  # sequences per minibatch
+        seq, per_batch = self.sequence_length, self._sequences_per_batch
         batches = (n_steps // seq) // per_batch
         index = np.zeros(self._index_shape(capacity), np.int32)
         offsets = np.arange(seq)
