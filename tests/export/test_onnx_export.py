@@ -39,7 +39,7 @@ def test_every_supported_opset_converts_and_matches_keras(everything, opset, rng
     got = dict(zip(names, session.run(names, contract_feeds(everything.spec, obs, masks,
                                                             memory))))
     for name in names:
-        np.testing.assert_allclose(got[name], expected[name], rtol=0, atol=1e-5, err_msg=name)
+        np.testing.assert_allclose(got[name], expected[name], rtol=1e-4, atol=1e-5, err_msg=name)
 
 
 @pytest.mark.parametrize("opset", [8, 16, 0, 13.0, "13", True])
