@@ -41,7 +41,7 @@ def test_load_policy_without_an_env(run):
     policy = load_policy(run, "Basic", deterministic=True)
     env = make("builtin:Basic", num_areas=3)
     env.reset()
-    _, actions = policy.act(env.get_steps("Basic")[0])
+    _, actions = policy.make_actor("tensorflow").act(env.get_steps("Basic")[0])
     assert actions.discrete.shape == (3, 1)
 
 

@@ -158,9 +158,10 @@ def export_main(argv: Optional[List[str]] = None) -> int:
         if not behaviors:
             raise CheckpointError(f"{args.run}: the run has no trained behavior")
         for behavior in behaviors:
-            policy, step = load_policy(args.run, behavior, with_step=True)
+            policy, step, critic = load_policy(args.run, behavior, with_step=True,
+                                               with_critic=True)
             for path in export_policy(policy, behavior, args.output or args.run, step,
-                                      formats=args.format, opset=args.opset):
+                                      formats=args.format, opset=args.opset, critic=critic):
                 print(path)
     except (CheckpointError, ValueError) as error:
         parser.error(str(error))

@@ -40,14 +40,14 @@ class CheckpointPolicy:
 
     def __init__(self, run_dir: str, env: BaseEnv, seed: int = 0, deterministic: bool = False):
         from tftrainers.runs import load_policy
-        self.policies = {name: load_policy(run_dir, name, spec, deterministic, seed)
-                         for name, spec in env.behavior_specs.items()}
+        self.actors = {name: load_policy(run_dir, name, spec, deterministic, seed).make_actor(
+            "tensorflow", seed=seed) for name, spec in env.behavior_specs.items()}
 
     def __call__(self, behavior_name: str, decision_steps: DecisionSteps) -> ActionTuple:
-        return self.policies[behavior_name].act(decision_steps)[1]
+        return self.actors[behavior_name].act(decision_steps)[1]
 
     def episode_ended(self, behavior_name: str, agent_ids: np.ndarray) -> None:
-        self.policies[behavior_name].episode_ended(agent_ids)
+        self.actors[behavior_name].episode_ended(agent_ids)
 
 
 class ExportedPolicy:

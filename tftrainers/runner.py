@@ -4,9 +4,10 @@
     run_training(options)       # results/ball/{configuration.yaml, run_logs/, Ball3D/...}
 
 The loop, once per env step: for each behavior, hand its decision and terminal steps to
-its trainer, which records them and answers with actions from one compiled policy call;
-step the env; let each trainer advance (process finished trajectories, update when its
-buffer is full, write stats and checkpoints). Ctrl-C saves every trainer and exits cleanly.
+its AgentManager (the acting side), which records them and answers with actions from one
+policy call; step the env; let each trainer advance (drain its managers' trajectories,
+update when its buffer is full, publish the new weights, write stats and checkpoints).
+Ctrl-C saves every trainer and exits cleanly.
 """
 from __future__ import annotations
 
@@ -111,9 +112,13 @@ def run_training(options: RunOptions, log=print) -> int:
                 trainers[name].initialize_from(os.path.join(cs.results_dir, cs.initialize_from))
             elif settings.init_path:
                 trainers[name].initialize_from(settings.init_path)
+        managers = {}
+        for name, trainer in trainers.items():
+            managers[name] = trainer.create_agent_manager(env)
+            trainer.subscribe(managers[name])
         log(f"[INFO] Run '{cs.run_id}': results in {run_dir}; behaviors "
             f"{', '.join(trainers)} on {options.env_settings.env_path} (seed {seed}).")
-        interrupted = _loop(env, trainers)
+        interrupted = _loop(env, managers, trainers)
         for trainer in trainers.values():
             trainer.save()  # no-op for a trainer that saved its final step already
             latest = trainer.checkpointer.latest()
@@ -128,7 +133,7 @@ def run_training(options: RunOptions, log=print) -> int:
             writer.close()
 
 
-def _loop(env, trainers) -> bool:
+def _loop(env, managers, trainers) -> bool:
     """Steps until every trainer is done; returns True when stopped by Ctrl-C."""
     stop = {"requested": False}
 
@@ -141,9 +146,9 @@ def _loop(env, trainers) -> bool:
     try:
         env.reset()
         while not stop["requested"] and not all(t.done for t in trainers.values()):
-            for name, trainer in trainers.items():
+            for name, manager in managers.items():
                 decision, terminal = env.get_steps(name)
-                actions = trainer.act(decision, terminal)
+                actions = manager.step(decision, terminal)
                 if len(decision):
                     env.set_actions(name, actions)
             env.step()

@@ -45,12 +45,18 @@ def run_behaviors(run_dir: str) -> List[str]:
 
 
 def load_policy(run_dir: str, behavior: str, spec: Optional[BehaviorSpec] = None,
-                deterministic: bool = False, seed: int = 0, with_step: bool = False):
+                deterministic: bool = False, seed: int = 0, with_step: bool = False,
+                with_critic: bool = False):
     """The behavior's Policy with the weights of the run's latest checkpoint.
 
     Args:
         spec: the environment's spec (checked against the run's); None reads the run's.
-        with_step: also return the checkpoint's step: ``(policy, step)``.
+        with_step: also return the checkpoint's step.
+        with_critic: also return the critic (for the SavedModel's value signature).
+
+    Returns:
+        ``policy``, or ``(policy, step)`` / ``(policy, critic)`` / ``(policy, step,
+        critic)`` as asked.
 
     Raises:
         CheckpointError: one line naming what is missing, unreadable or mismatched.
@@ -70,7 +76,17 @@ def load_policy(run_dir: str, behavior: str, spec: Optional[BehaviorSpec] = None
     checkpoints = Checkpointer(directory, behavior).checkpoints()
     if not checkpoints:
         raise CheckpointError(f"{directory}: no checkpoint of behavior '{behavior}'")
-    policy = Policy(trained, settings.network_settings, list(settings.reward_signals),
-                    seed=seed, deterministic=deterministic)
-    Checkpointer.restore(checkpoints[-1]["path"], policy.trackables())
-    return (policy, checkpoints[-1]["step"]) if with_step else policy
+    policy = Policy(trained, settings.network_settings, seed=seed, deterministic=deterministic)
+    trackables = dict(policy.trackables())
+    critic = None
+    if with_critic and settings.trainer_type == "ppo":
+        from tftrainers.networks import Critic
+        ns = settings.network_settings
+        critic = Critic(trained.observation_specs, list(settings.reward_signals),
+                        ns.hidden_units, ns.num_layers, ns.normalize, ns.vis_encode_type,
+                        memory_size=policy.memory_size)
+        trackables["critic"] = critic
+    Checkpointer.restore(checkpoints[-1]["path"], trackables)
+    out = (policy,) + ((checkpoints[-1]["step"],) if with_step else ()) + (
+        (critic,) if with_critic else ())
+    return out if len(out) > 1 else policy

@@ -13,7 +13,7 @@ pytest.importorskip("tf2onnx")
 
 from tftrainers.export import export_onnx, export_savedmodel  # noqa: E402
 
-from .helpers import CASES, Exported, build_policy  # noqa: E402
+from .helpers import CASES, Exported, build_critic, build_policy  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -23,11 +23,12 @@ def exported(tmp_path_factory):
 
     def get(name: str) -> Exported:
         if name not in cache:
-            policy = build_policy(CASES[name])
+            policy, critic = build_policy(CASES[name]), build_critic(CASES[name])
             folder = tmp_path_factory.mktemp(name)
             onnx_path = export_onnx(policy, str(folder / f"{name}.onnx"))
-            savedmodel_dir = export_savedmodel(policy, str(folder / "serving"), 1)
-            cache[name] = Exported(policy, onnx_path, savedmodel_dir)
+            savedmodel_dir = export_savedmodel(policy, str(folder / "serving"), 1,
+                                               critic=critic)
+            cache[name] = Exported(policy, critic, onnx_path, savedmodel_dir)
         return cache[name]
 
     return get

@@ -12,6 +12,7 @@ import tensorflow as tf
 from tftrainers.envs import make
 from tftrainers.envs.base import ActionSpec, BehaviorSpec, ObservationKind, ObservationSpec
 from tftrainers.export import signature as contract
+from tftrainers.networks import Critic
 from tftrainers.settings import MemorySettings, NetworkSettings
 from tftrainers.trainers.policy import Policy
 
@@ -66,15 +67,31 @@ def build_policy(case: Case, seed: int = 0) -> Policy:
     the clip at +-3 and masks change argmaxes, so parity checks mean something.
     """
     keras.utils.set_random_seed(seed)
-    policy = Policy(case.spec(), case.network, STREAMS, seed=seed, jit_compile=False)
-    rng = np.random.default_rng(seed)
-    for variable in policy.actor.trainable_variables + policy.critic.trainable_variables:
-        variable.assign(variable.numpy() + rng.normal(0.0, 0.3, variable.shape))
-    if case.network.normalize:
-        obs = [rng.normal(2.0, 3.0, (256, *o.shape)).astype(np.float32)
-               for o in policy.spec.observation_specs]
-        policy.update_normalization(obs)
+    policy = Policy(case.spec(), case.network, seed=seed, jit_compile=False)
+    _perturb(policy.actor, policy.spec, case.network.normalize, seed)
     return policy
+
+
+def build_critic(case: Case, seed: int = 0) -> Critic:
+    """The case's critic (value heads for ``STREAMS``; memory as the policy's), perturbed
+    like ``build_policy``'s actor."""
+    keras.utils.set_random_seed(seed + 1)
+    spec, ns = case.spec(), case.network
+    critic = Critic(spec.observation_specs, STREAMS, ns.hidden_units, ns.num_layers,
+                    ns.normalize, ns.vis_encode_type,
+                    memory_size=ns.memory.memory_size if ns.memory else 0)
+    _perturb(critic, spec, ns.normalize, seed + 1)
+    return critic
+
+
+def _perturb(model, spec: BehaviorSpec, normalize: bool, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    for variable in model.trainable_variables:
+        variable.assign(variable.numpy() + rng.normal(0.0, 0.3, variable.shape))
+    if normalize:
+        obs = [rng.normal(2.0, 3.0, (256, *o.shape)).astype(np.float32)
+               for o in spec.observation_specs]
+        model.update_normalization(obs)
 
 
 def random_masks(rng: np.random.Generator, batch: int, branches) -> np.ndarray:
@@ -152,9 +169,10 @@ def deterministic_names(policy: Policy) -> List[str]:
 class Exported:
     """A policy exported both ways, with a runner for each file."""
 
-    def __init__(self, policy: Policy, onnx_path: str, savedmodel_dir: str):
+    def __init__(self, policy: Policy, critic: Critic, onnx_path: str, savedmodel_dir: str):
         import onnxruntime
         self.policy = policy
+        self.critic = critic
         self.onnx_path = onnx_path
         self.savedmodel_dir = savedmodel_dir
         self.session = onnxruntime.InferenceSession(onnx_path,

@@ -24,8 +24,8 @@ def test_config_policies_export_within_the_contract(tmp_path, config, env_args):
     env = make(options.env_settings.env_path, **env_args)
     (name, spec), = env.behavior_specs.items()
     settings = options.settings_for(name)
-    policy = Policy(spec, settings.network_settings, list(settings.reward_signals), seed=1)
-    exported = Exported(policy, export_onnx(policy, str(tmp_path / f"{name}.onnx")),
+    policy = Policy(spec, settings.network_settings, seed=1)
+    exported = Exported(policy, None, export_onnx(policy, str(tmp_path / f"{name}.onnx")),
                         export_savedmodel(policy, str(tmp_path / "saved_model"), 1))
     rng = np.random.default_rng(0)
     obs, masks, memory = random_inputs(policy, BATCH, rng)

@@ -154,7 +154,7 @@ def test_a_restored_checkpoint_exports_the_trained_weights(exported, tmp_path, r
     trained = exported("memory").policy
     checkpointer = Checkpointer(str(tmp_path / "checkpoints"), "Hallway")
     checkpointer.save(100, trained.trackables(), {})
-    restored = Policy(trained.spec, CASES["memory"].network, STREAMS)  # XLA act, as runs load
+    restored = Policy(trained.spec, CASES["memory"].network)  # as runs load it
     Checkpointer.restore(checkpointer.latest(), restored.trackables())
     path = export_onnx(restored, str(tmp_path / "Hallway.onnx"))
     ours = OnnxPolicy(path, trained.spec, deterministic=True)

@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from tftrainers.export import VALUE_SIGNATURE, export_savedmodel
+from tftrainers.export.savedmodel_export import CRITIC_RECURRENT_IN, CRITIC_RECURRENT_OUT
 
 from .helpers import STREAMS, contract_feeds, keras_deterministic, random_inputs
 
@@ -46,19 +47,33 @@ def test_bad_versions_are_refused(exported, tmp_path, version):
     assert not os.listdir(tmp_path)
 
 
-@pytest.mark.parametrize("case", ["continuous", "visual"])
+@pytest.mark.parametrize("case", ["continuous", "visual", "memory"])
 def test_value_estimates_signature_matches_the_critic(exported, case, rng):
     e = exported(case)
-    obs, _, _ = random_inputs(e.policy, 32, rng)
-    values = e.loaded.signatures[VALUE_SIGNATURE](
-        **{k: tf.constant(v) for k, v in contract_feeds(e.policy.spec, obs, None,
-                                                         None).items()
-           if k.startswith("obs_")})
-    expected = e.policy.values(obs)
-    assert set(values) == set(expected) == set(STREAMS)
+    obs, _, memory = random_inputs(e.policy, 32, rng)
+    feeds = {k: tf.constant(v) for k, v in contract_feeds(e.policy.spec, obs, None,
+                                                           None).items()
+             if k.startswith("obs_")}
+    if memory is not None:  # the critic's own memory, shaped as the policy's recurrent_in
+        feeds[CRITIC_RECURRENT_IN] = tf.constant(memory[:, None])
+    values = e.loaded.signatures[VALUE_SIGNATURE](**feeds)
+    expected, new_memory = e.critic([tf.constant(o) for o in obs],
+                                    memory=None if memory is None else tf.constant(memory))
+    assert set(expected) == set(STREAMS)
+    assert set(values) == set(STREAMS) | ({CRITIC_RECURRENT_OUT} if memory is not None
+                                           else set())
     for stream in STREAMS:
         assert values[stream].shape == (32,)
-        np.testing.assert_allclose(values[stream].numpy(), expected[stream], atol=1e-5)
+        np.testing.assert_allclose(values[stream].numpy(), expected[stream].numpy(),
+                                   atol=1e-5)
+    if memory is not None:
+        np.testing.assert_allclose(values[CRITIC_RECURRENT_OUT].numpy()[:, 0],
+                                   new_memory.numpy(), atol=1e-5)
+
+
+def test_no_critic_no_value_signature(exported, tmp_path):
+    folder = export_savedmodel(exported("discrete").policy, str(tmp_path), 3)
+    assert VALUE_SIGNATURE not in tf.saved_model.load(folder).signatures
 
 
 def _cli(*args):

@@ -8,7 +8,7 @@ from tftrainers.evaluate import evaluate, make_policy
 from tftrainers.processing import StreamField, stream_key
 from tftrainers.stats import StatsWriter
 
-from trainers.helpers import drive, make_trainer, trainer_settings, variables
+from trainers.helpers import drive, make_trainer, manager_of, trainer_settings, variables
 from .corridor import CorridorEnv
 
 INTRINSIC = {"extrinsic": {"gamma": 0.99},
@@ -32,7 +32,7 @@ def test_streams_have_their_value_heads_stats_and_ml_agents_names(tmp_path):
     trainer = make_trainer(tmp_path, env, "Pyramids",
                            trainer_settings("Pyramids", reward_signals=INTRINSIC),
                            writers=[recorder])
-    assert trainer.policy.critic.stream_names == ("extrinsic", "curiosity", "rnd")
+    assert trainer.optimizer.critic.stream_names == ("extrinsic", "curiosity", "rnd")
     drive(env, trainer, 700)
     assert trainer.updates >= 3
     assert {"Policy/Curiosity Reward", "Policy/Curiosity Value Estimate",
@@ -52,18 +52,20 @@ def test_novelty_streams_bootstrap_through_episode_ends_and_extrinsic_does_not(t
     # Known values: every stream's reward is 1 a step, the critic says 5 everywhere.
     for provider in trainer.reward_providers.values():
         provider.evaluate = lambda batch: np.ones(len(batch.mask), np.float32)
-    trainer.policy.values = lambda obs: {s: np.full(len(obs[0]), 5.0, np.float32)
-                                         for s in trainer.streams}
+    streams = trainer.optimizer.streams
+    trainer.optimizer.values = lambda obs: {s: np.full(len(obs[0]), 5.0, np.float32)
+                                            for s in streams}
+    manager = manager_of(trainer, env)
     for _ in range(2):  # right, right: the end, a real terminal after 2 steps
         decision, terminal = env.get_steps("Corridor")
-        trainer.act(decision, terminal)  # records the step
+        manager.step(decision, terminal)  # records the step
         env.set_actions("Corridor", env.heuristic("Corridor", decision))
         env.step()
-    trainer.act(*env.get_steps("Corridor"))
-    (trajectory,) = trainer.processor.pop_trajectories()
+    manager.step(*env.get_steps("Corridor"))
+    (trajectory,) = trainer.drain()
     assert trajectory.done and len(trajectory) == 2
-    trainer._process_trajectories([trajectory])
-    returns = {s: trainer.buffer[stream_key(StreamField.RETURNS, s)] for s in trainer.streams}
+    trainer.compute_targets([trajectory])
+    returns = {s: trainer.buffer[stream_key(StreamField.RETURNS, s)] for s in streams}
     # extrinsic (gamma .99, strength 1): 1 + .99 * 1, then 1 (value 0 after the end)
     assert returns["extrinsic"] == pytest.approx([1.99, 1.0])
     # curiosity (gamma .9, strength .05): .05 + .9 (.05 + .9 * 5), then .05 + .9 * 5

@@ -25,12 +25,25 @@ def make_trainer(tmp_path, env, name, settings, seed=0, **kwargs):
                           **kwargs)
 
 
+def manager_of(trainer, env=None):
+    """The trainer's (first) acting side, created and subscribed on first use."""
+    if not trainer.managers:
+        trainer.subscribe(trainer.create_agent_manager(env))
+    return trainer.managers[0]
+
+
+def act(policy, decision_steps, **kwargs):
+    """One act call of a learner's Policy (through a TensorFlow actor)."""
+    return policy.make_actor("tensorflow", **kwargs).act(decision_steps)
+
+
 def drive(env, trainer, env_steps):
     """The runner's loop for one behavior, for ``env_steps`` steps."""
     name = trainer.behavior_name
+    manager = manager_of(trainer, env)
     for _ in range(env_steps):
         decision, terminal = env.get_steps(name)
-        actions = trainer.act(decision, terminal)
+        actions = manager.step(decision, terminal)
         if len(decision):
             env.set_actions(name, actions)
         env.step()

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tftrainers.trainers.adam import FusedAdam
+from tftrainers.tf_utils.adam import FusedAdam
 
 
 def make_variables(seed):

@@ -1,9 +1,10 @@
-"""The act call in onnxruntime: same numbers as TensorFlow, fresh weights after changes."""
+"""The act call in onnxruntime: same numbers as TensorFlow; weights published with versions."""
 import numpy as np
 import pytest
 
+from tftrainers.acting import WeightUpdate
 from tftrainers.envs import DecisionSteps, make
-from tftrainers.export.onnx_export import OnnxExportError
+from tftrainers.tf_utils.onnx_function import OnnxExportError
 from tftrainers.trainers.policy import Policy
 from tftrainers.trainers.ppo.optimizer import PPOOptimizer
 
@@ -25,28 +26,27 @@ def decisions(policy: Policy, n: int, seed: int) -> DecisionSteps:
     return DecisionSteps(obs, np.zeros(n, np.float32), np.arange(n, dtype=np.int32), masks)
 
 
-def act_both(policy: Policy, steps: DecisionSteps, seed: int):
-    """The act outputs from TensorFlow, then from onnxruntime, with the same noise and the
-    same recurrent memory to start from."""
-    onnx_act = policy._onnx_act
-    start = policy._memories.read(steps.agent_id)[1].copy() if policy.memory_size else None
+def act_both(policy: Policy, steps: DecisionSteps, seed: int, onnx_actor=None):
+    """The act outputs of a TensorFlow actor, then of an onnxruntime actor, with the same
+    noise and the same recurrent memory to start from."""
     results = []
-    for runtime in (None, onnx_act):
-        policy._onnx_act = runtime
-        policy.rng = np.random.default_rng(seed)
-        if start is not None:
-            policy._memories.write(policy._memories.read(steps.agent_id)[0], start)
-        info, env_actions = policy.act(steps)
-        results.append((info, env_actions, policy.last_entropy.copy()))
-    policy._onnx_act = onnx_act
+    start = None
+    for actor in (policy.make_actor("tensorflow", seed=seed),
+                  onnx_actor or policy.make_actor("onnxruntime", seed=seed)):
+        actor.rng = np.random.default_rng(seed)
+        if policy.memory_size:
+            rows, memory = actor._memories.read(steps.agent_id)
+            if start is None:
+                start = np.random.default_rng(seed).normal(0, 0.5, memory.shape)
+            actor._memories.write(rows, start.astype(np.float32))
+        info, env_actions = actor.act(steps)
+        results.append((info, env_actions, actor.last_entropy.copy()))
     return results
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_onnxruntime_act_matches_tensorflow(case):
     policy = build_policy(CASES[case])
-    policy.use_onnxruntime()
-    assert policy.act_runtime == "onnxruntime"
     for n, seed in ((5, 1), (1, 2), (12, 3)):  # onnxruntime takes every batch size as is
         steps = decisions(policy, n, seed)
         (tf_info, tf_env, tf_entropy), (ort_info, ort_env, ort_entropy) = act_both(
@@ -64,95 +64,78 @@ def test_onnxruntime_act_matches_tensorflow(case):
             np.testing.assert_allclose(ort_info.memory, tf_info.memory, atol=1e-6)
 
 
-def test_onnxruntime_act_takes_weights_only_when_told_they_changed():
+def test_the_acting_side_takes_newer_weight_versions_only():
     policy = build_policy(CASES["continuous"])
-    policy.use_onnxruntime()
+    actor = policy.make_actor("onnxruntime", version=3)
     steps = decisions(policy, 4, 0)
 
     def mean_action():
-        policy.rng = np.random.default_rng(0)
-        return policy.act(steps)[0].actions.continuous
+        actor.rng = np.random.default_rng(0)
+        return actor.act(steps)[0].actions.continuous
     before = mean_action()
     for variable in policy.actor.trainable_variables:
         variable.assign(variable.numpy() * 1.5)
-    np.testing.assert_array_equal(mean_action(), before)  # a snapshot until told
-    policy.weights_changed()
-    after = mean_action()
-    assert np.abs(after - before).max() > 1e-3
-    (tf_info, _, _), (ort_info, _, _) = act_both(policy, steps, 0)
+    np.testing.assert_array_equal(mean_action(), before)  # its own copy until published
+    actor.set_weights(WeightUpdate(3, policy.flat_weights()))  # not newer: ignored
+    np.testing.assert_array_equal(mean_action(), before)
+    actor.set_weights(WeightUpdate(4, policy.flat_weights()))
+    assert actor.version == 4 and np.abs(mean_action() - before).max() > 1e-3
+    (tf_info, _, _), (ort_info, _, _) = act_both(policy, steps, 0, actor)
     np.testing.assert_allclose(ort_info.actions.continuous, tf_info.actions.continuous,
                                atol=1e-5)
-    # The normalizer is the policy's own update: no call needed.
+    # The normalizer's statistics travel in the same vector.
     policy.update_normalization([np.full((64, *o.shape), 5.0, np.float32)
                                  for o in policy.spec.observation_specs])
-    (tf_info, _, _), (ort_info, _, _) = act_both(policy, steps, 0)
+    actor.set_weights(WeightUpdate(5, policy.flat_weights()))
+    (tf_info, _, _), (ort_info, _, _) = act_both(policy, steps, 0, actor)
     np.testing.assert_allclose(ort_info.actions.continuous, tf_info.actions.continuous,
                                atol=1e-5)
 
 
-def assert_act_and_values_match_tensorflow(policy: Policy, steps: DecisionSteps):
-    (tf_info, _, _), (ort_info, _, _) = act_both(policy, steps, 0)
-    np.testing.assert_allclose(ort_info.actions.continuous, tf_info.actions.continuous,
-                               atol=1e-5)
-    ort_values = policy.values(steps.obs)
-    tf_values = {k: v.numpy() for k, v in policy._tf_values_fn()(steps.obs).items()}
-    for name in policy.stream_names:
-        np.testing.assert_allclose(ort_values[name], tf_values[name], atol=1e-5)
-
-
-def test_weights_handed_over_are_taken_and_a_full_change_reads_everything():
-    policy = build_policy(CASES["continuous"])
-    policy.use_onnxruntime()
-    steps = decisions(policy, 4, 0)
-    trained = policy.actor.trainable_variables + policy.critic.trainable_variables
-    for variable in trained:
-        variable.assign(variable.numpy() * 1.5)
-    # What an update hands over is taken as it is, without a read.
-    policy.weights_changed({id(v): v.numpy() for v in trained})
-    assert_act_and_values_match_tensorflow(policy, steps)
-    handed = {id(v): v.numpy() for v in trained}
-    for variable in trained:
-        variable.assign(variable.numpy() * 0.5)
-    policy.weights_changed()  # e.g. a restore: everything is read ...
-    policy.weights_changed(handed)  # ... and older arrays handed over later do not win
-    assert_act_and_values_match_tensorflow(policy, steps)
-
-
-def test_trainer_acts_in_onnxruntime_with_the_weights_of_each_update(tmp_path):
+def test_trainer_publishes_each_update_and_the_critic_runs_in_onnxruntime(tmp_path):
     env = make("builtin:Basic", seed=0, num_areas=4)
     env.reset()
-    trainer = make_trainer(tmp_path, env, "Basic", trainer_settings("Basic"))
-    policy = trainer.policy
-    assert policy.act_runtime == "onnxruntime" and policy._tf_act is None
+    trainer = make_trainer(tmp_path, env, "Basic",
+                           trainer_settings("Basic", network_settings={"normalize": True}))
+    assert trainer.policy._tf_act is None and trainer.optimizer._critic_runner is not None
     drive(env, trainer, 150)
     assert trainer.updates >= 2
-    steps = decisions(policy, 6, 0)
-    (tf_info, _, _), (ort_info, _, _) = act_both(policy, steps, 0)
+    manager = trainer.managers[0]
+    assert manager.actor.version == trainer.version == trainer.updates
+    np.testing.assert_array_equal(manager.actor.run._feed[manager.actor.run.program.weights[0]
+                                                          .name].ravel()[:5],
+                                  trainer.policy.flat_weights()[:5])
+    steps = decisions(trainer.policy, 6, 0)
+    (tf_info, _, _), (ort_info, _, _) = act_both(trainer.policy, steps, 0, manager.actor)
     np.testing.assert_allclose(ort_info.log_probs.discrete, tf_info.log_probs.discrete,
                                atol=1e-5)
+    ort_values = trainer.optimizer.values(steps.obs)
+    tf_values = {k: v.numpy() for k, v in trainer.optimizer._values_fn(steps.obs).items()}
+    np.testing.assert_allclose(ort_values["extrinsic"], tf_values["extrinsic"], atol=1e-5)
 
 
 def test_a_policy_that_does_not_convert_acts_in_tensorflow_with_one_warning(tmp_path,
                                                                             monkeypatch):
     def fail(self):
         raise OnnxExportError("tf2onnx could not convert FancyOp to ONNX opset 15")
-    monkeypatch.setattr(Policy, "use_onnxruntime", fail)
+    monkeypatch.setattr(Policy, "onnx_program", fail)
     lines = []
     env = make("builtin:Basic", seed=0, num_areas=2)
     env.reset()
     trainer = make_trainer(tmp_path, env, "Basic", trainer_settings("Basic"), log=lines.append)
+    drive(env, trainer, 80)
     assert lines == ["[WARNING] Basic: the act call runs in TensorFlow (onnxruntime: tf2onnx "
                      "could not convert FancyOp to ONNX opset 15)"]
-    assert trainer.policy.act_runtime == "tensorflow"
-    drive(env, trainer, 10)
-    assert trainer.step > 0
+    assert trainer.act_runtime == "tensorflow" and trainer.policy._tf_act is not None
+    assert trainer.step > 0 and trainer.updates >= 1
 
 
 def test_tensorflow_act_runtime_is_kept_when_asked(tmp_path):
     env = make("builtin:Basic", seed=0, num_areas=2)
     trainer = make_trainer(tmp_path, env, "Basic", trainer_settings("Basic"),
                            act_runtime="tensorflow")
-    assert trainer.policy.act_runtime == "tensorflow"
+    trainer.subscribe(trainer.create_agent_manager(env))
+    assert trainer.act_runtime == "tensorflow" and trainer.policy._tf_act is not None
 
 
 def test_background_compile_changes_nothing_and_is_the_update_used(tmp_path):
@@ -162,7 +145,7 @@ def test_background_compile_changes_nothing_and_is_the_update_used(tmp_path):
     trainer = make_trainer(tmp_path, env, "Basic", settings)
     assert trainer.optimizer._compile_thread is not None
     # A second optimizer of the same policy: its compile runs the update with no minibatch.
-    optimizer = PPOOptimizer(trainer.policy, settings.hyperparameters, settings.max_steps)
+    optimizer = PPOOptimizer(trainer.policy, settings)
     state = [*optimizer.variables, *optimizer.optimizer.variables]
     before = [v.numpy().copy() for v in state]
     optimizer.start_compile()

@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 from tftrainers.envs import make
-from tftrainers.trainers.policy import Policy, bucket
+from tftrainers.acting import bucket
+from tftrainers.trainers.policy import Policy
 
 from .helpers import drive, make_trainer, trainer_settings
 
@@ -45,9 +46,10 @@ def test_policy_never_picks_masked_actions_and_deterministic_picks_allowed():
     settings = trainer_settings("GridWorld")
     for deterministic in (False, True):
         policy = Policy(env.behavior_specs["GridWorld"], settings.network_settings,
-                        ["extrinsic"], seed=3, deterministic=deterministic)
+                        seed=3, deterministic=deterministic)
+        actor = policy.make_actor("tensorflow")
         for _ in range(30):
-            _, actions = policy.act(decision)
+            _, actions = actor.act(decision)
             chosen = decision.action_mask[0][np.arange(64), actions.discrete[:, 0]]
             assert not chosen.any()
 
@@ -56,10 +58,9 @@ def test_continuous_env_actions_are_clipped_raw_samples_over_three():
     env = make("builtin:Ball3D", num_areas=2)
     env.reset()
     decision, _ = env.get_steps("Ball3D")
-    policy = Policy(env.behavior_specs["Ball3D"], trainer_settings("Ball3D").network_settings,
-                    ["extrinsic"])
+    policy = Policy(env.behavior_specs["Ball3D"], trainer_settings("Ball3D").network_settings)
     policy.actor.action_model.log_std.assign([2.0, 2.0])  # wide: many samples beyond +-3
-    info, actions = policy.act(decision)
+    info, actions = policy.make_actor("onnxruntime").act(decision)
     np.testing.assert_allclose(actions.continuous,
                                np.clip(info.actions.continuous, -3, 3) / 3, atol=1e-6)
     assert np.abs(info.actions.continuous).max() > 3
@@ -71,12 +72,13 @@ def test_lstm_memory_is_carried_per_agent_and_reset_at_episode_end():
     decision, _ = env.get_steps("Hallway")
     settings = trainer_settings("Hallway", network_settings={
         "memory": {"sequence_length": 4, "memory_size": 8}})
-    policy = Policy(env.behavior_specs["Hallway"], settings.network_settings, ["extrinsic"])
-    first, _ = policy.act(decision)
-    second, _ = policy.act(decision)
+    policy = Policy(env.behavior_specs["Hallway"], settings.network_settings)
+    actor = policy.make_actor("onnxruntime")
+    first, _ = actor.act(decision)
+    second, _ = actor.act(decision)
     assert np.all(first.memory == 0.0) and not np.allclose(second.memory, 0.0)
-    policy.episode_ended(np.array([1]))
-    third, _ = policy.act(decision)
+    actor.episode_ended(np.array([1]))
+    third, _ = actor.act(decision)
     assert np.all(third.memory[1] == 0.0) and not np.allclose(third.memory[0], 0.0)
 
 
@@ -92,8 +94,8 @@ def test_an_update_raises_the_probability_of_advantageous_actions(tmp_path):
         max_steps=10**6)
     trainer = make_trainer(tmp_path, env, "Basic", settings)
     decision, _ = env.get_steps("Basic")
-    info, _ = trainer.policy.act(decision)
-    values = trainer.policy.values(decision.obs)["extrinsic"]
+    info, _ = trainer.create_actor().act(decision)
+    values = trainer.optimizer.values(decision.obs)["extrinsic"]
     right = info.actions.discrete[:, 0] == 2
     buffer = AgentBuffer()
     buffer.append({

@@ -13,7 +13,7 @@ from tftrainers.checkpoint import Checkpointer, CheckpointError
 from tftrainers.cli import learn_main
 from tftrainers.envs import make
 
-from .helpers import drive, make_trainer, trainer_settings, variables
+from .helpers import drive, make_trainer, manager_of, trainer_settings, variables
 
 CONFIG = """
 behaviors:
@@ -96,7 +96,9 @@ def test_restore_gives_identical_weights_optimizer_normalizer_and_rng(tmp_path):
     for (name, a), (_, b) in zip(saved, restored):
         np.testing.assert_array_equal(a, b, err_msg=name)
     assert second.step == first.step
-    assert second.policy.rng.bit_generator.state == first.policy.rng.bit_generator.state
+    second_actor = manager_of(second, env).actor
+    assert second_actor.rng.bit_generator.state == first.managers[0].actor.rng.bit_generator.state
+    assert second_actor.version == second.version >= first.version
     assert second.rng.bit_generator.state == first.rng.bit_generator.state
 
 

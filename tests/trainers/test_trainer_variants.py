@@ -72,7 +72,7 @@ def test_hybrid_actions_train(tmp_path):
     trainer = make_trainer(tmp_path, env, "Hybrid", trainer_settings("Hybrid"))
     drive(env, trainer, 80)
     assert updated(trainer)
-    info, actions = trainer.policy.act(env.get_steps("Hybrid")[0])
+    info, actions = trainer.managers[0].actor.act(env.get_steps("Hybrid")[0])
     assert actions.continuous.shape == (8, 1) and actions.discrete.shape == (8, 1)
     assert info.log_probs.continuous.shape == (8, 1) and info.log_probs.discrete.shape == (8, 1)
 

@@ -18,8 +18,10 @@ FORMATS = ("onnx", "savedmodel")
 
 
 def export_policy(policy, behavior: str, out_dir: str, step: int,
-                  formats: Sequence[str] = FORMATS, opset: int = None) -> List[str]:
-    """Writes the policy's ONNX and/or SavedModel for ``step``; returns what was written."""
+                  formats: Sequence[str] = FORMATS, opset: int = None,
+                  critic=None) -> List[str]:
+    """Writes the policy's ONNX and/or SavedModel for ``step`` (the SavedModel with the
+    ``critic``'s value signature when given); returns what was written."""
     from tftrainers.export import DEFAULT_OPSET, export_onnx, export_savedmodel
     written = []
     behavior_dir = os.path.join(out_dir, behavior)
@@ -39,7 +41,7 @@ def export_policy(policy, behavior: str, out_dir: str, step: int,
         # Outside root while being written: TF Serving would load any numeric folder in it.
         staging = os.path.join(behavior_dir, f"saved_model{tmp_tag}")
         shutil.rmtree(staging, ignore_errors=True)
-        export_savedmodel(policy, staging, str(step))
+        export_savedmodel(policy, staging, str(step), critic=critic)
         os.makedirs(root, exist_ok=True)
         shutil.rmtree(final, ignore_errors=True)
         os.rename(os.path.join(staging, str(step)), final)

@@ -10,8 +10,6 @@ and every output (constants included) is produced by a node.
 """
 from __future__ import annotations
 
-import contextlib
-import logging
 import os
 import tempfile
 from typing import Dict, List
@@ -22,17 +20,10 @@ import tf2onnx
 from tftrainers.export.signature import (MODEL_VERSION, inference_function, input_signature,
                                          output_names)
 
-#: Opsets a Unity project can import (Sentis reads 7..15; ML-Agents' exporter writes 9),
-#: from ML-Agents' own up: every one converts these graphs and matches Keras (tests).
-SUPPORTED_OPSETS = range(9, 16)
-#: tf2onnx 1.17's default and the newest opset Sentis reads; tf2onnx tests 14..18 only,
-#: so 14..15 is the overlap it vouches for. Pass 9 for older runtimes (Barracuda).
-DEFAULT_OPSET = 15
+from tftrainers.tf_utils.onnx_function import (DEFAULT_OPSET, SUPPORTED_OPSETS, OnnxExportError,
+                                               check_converted, quiet_tf2onnx)
+
 BATCH_DIM = "batch"
-
-
-class OnnxExportError(RuntimeError):
-    """tf2onnx left TensorFlow ops it could not convert in the graph."""
 
 
 def check_opset(opset: int) -> int:
@@ -101,33 +92,6 @@ def export_onnx(policy, path: str, opset: int = DEFAULT_OPSET) -> str:
             os.remove(tmp)
         raise
     return path
-
-
-@contextlib.contextmanager
-def quiet_tf2onnx():
-    """tf2onnx logs its version banner and every optimizer pass at INFO: a page per
-    conversion in an application that logs at INFO. Warnings still show."""
-    logger = logging.getLogger("tf2onnx")
-    level = logger.level
-    logger.setLevel(logging.WARNING)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-
-
-def check_converted(model: onnx.ModelProto, opset: int) -> None:
-    """Raises OnnxExportError for ops tf2onnx left unconverted.
-
-    ``from_function`` converts with continue_on_error=True: an op without a handler stays
-    in the graph under its TensorFlow name and the failure is only logged.
-    """
-    unknown = sorted({node.op_type for node in model.graph.node
-                      if node.domain in ("", "ai.onnx")
-                      and not onnx.defs.has(node.op_type, max_inclusive_version=opset)})
-    if unknown:
-        raise OnnxExportError(f"tf2onnx could not convert {', '.join(unknown)} to ONNX "
-                              f"opset {opset}")
 
 
 def _rename_tensor(graph: onnx.GraphProto, old: str, new: str) -> None:

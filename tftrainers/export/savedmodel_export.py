@@ -8,8 +8,10 @@ Signatures:
     ``serving_default``: inputs and outputs named and typed as the ONNX model's (constant
     outputs such as ``version_number`` repeated per row, [B, 1], for TF Serving's row format)
     (``signature.inference_function``), batch dimension free.
-    ``value_estimates``: the same observation inputs (``obs_i``, images NCHW) -> one
-    [B] float32 value per reward stream, keyed by the stream's name (the critic).
+    ``value_estimates`` (when the critic is given): the same observation inputs (``obs_i``,
+    images NCHW) -> one [B] float32 value per reward stream, keyed by the stream's name.
+    A critic with memory also takes ``critic_recurrent_in`` [B, 1, memory_size] and gives
+    ``critic_recurrent_out``, as the policy's ``recurrent_in`` / ``recurrent_out``.
 """
 from __future__ import annotations
 
@@ -24,18 +26,28 @@ from tftrainers.export.signature import (SERVING_SIGNATURE, inference_function, 
                                          network_inputs)
 
 VALUE_SIGNATURE = "value_estimates"
+CRITIC_RECURRENT_IN = "critic_recurrent_in"
+CRITIC_RECURRENT_OUT = "critic_recurrent_out"
 
 
-def _value_function(policy) -> tf.types.experimental.GenericFunction:
+def _value_function(spec, critic) -> tf.types.experimental.GenericFunction:
     """The critic's values from the contract's observation inputs."""
-    spec = policy.spec
     signature = [s for s in input_signature(spec, 0) if s.name.startswith("obs_")]
     names = [s.name for s in signature]
+    memory_size = int(critic.memory_size)
+    if memory_size:
+        signature.append(tf.TensorSpec([None, 1, memory_size], tf.float32,
+                                       name=CRITIC_RECURRENT_IN))
 
     def values(*args):
         obs, _, _ = network_inputs(spec, 0, dict(zip(names, args)))
-        estimates, _ = policy.critic(obs)
-        return {stream: tf.identity(v, name=stream) for stream, v in estimates.items()}
+        memory = tf.reshape(args[-1], [-1, memory_size]) if memory_size else None
+        estimates, new_memory = critic(obs, memory=memory)
+        out = {stream: tf.identity(v, name=stream) for stream, v in estimates.items()}
+        if memory_size:
+            out[CRITIC_RECURRENT_OUT] = tf.identity(new_memory[:, None],
+                                                    name=CRITIC_RECURRENT_OUT)
+        return out
 
     return tf.function(values, input_signature=signature, autograph=False)
 
@@ -64,7 +76,7 @@ def _serving_function(policy) -> tf.types.experimental.GenericFunction:
 
 
 def export_savedmodel(policy, directory: str, version: Union[int, str],
-                      overwrite: bool = False) -> str:
+                      overwrite: bool = False, critic=None) -> str:
     """Writes a ``Policy`` as a SavedModel in ``directory/<version>/`` (TF Serving's layout).
 
     The version folder appears at once, complete: the model is written to a temporary
@@ -75,6 +87,8 @@ def export_savedmodel(policy, directory: str, version: Union[int, str],
         directory: the model's base path (TF Serving's ``--model_base_path``).
         version: the version folder's name: a non-negative int, or a string of digits.
         overwrite: replace an existing version folder instead of refusing.
+        critic: the behavior's critic (``networks.Critic``), exported as the
+            ``value_estimates`` signature; None for none.
 
     Returns:
         The version folder's path.
@@ -96,7 +110,12 @@ def export_savedmodel(policy, directory: str, version: Union[int, str],
     os.makedirs(directory, exist_ok=True)
 
     serve = _serving_function(policy).get_concrete_function()
-    values = _value_function(policy).get_concrete_function()
+    functions = [serve]
+    signatures = {SERVING_SIGNATURE: serve}
+    if critic is not None:
+        values = _value_function(policy.spec, critic).get_concrete_function()
+        functions.append(values)
+        signatures[VALUE_SIGNATURE] = values
     module = tf.Module()
     # Track the tf.Variables the functions read, not the Keras models: a Keras 3 variable
     # is saved as a second, differently named copy of its tf.Variable, so the TF1-style
@@ -104,11 +123,10 @@ def export_savedmodel(policy, directory: str, version: Union[int, str],
     # an uninitialized variable ("Could not find variable mean/kernel"). This is what
     # keras.export.ExportArchive does too.
     used = {}
-    for fn in (serve, values):
+    for fn in functions:
         for variable in fn.variables:
             used.setdefault(id(variable), variable)
     module.variables_used = list(used.values())
-    signatures = {SERVING_SIGNATURE: serve, VALUE_SIGNATURE: values}
 
     tmp = tempfile.mkdtemp(prefix=f".tmp-{version}-", dir=directory)
     try:

@@ -123,13 +123,42 @@ class NetworkBody(keras.layers.Layer):
             raise ValueError(f"expected {len(self.encoders)} observations "
                              f"({', '.join(s.name for s in self.observation_specs)}), "
                              f"got {len(obs)}")
+        x = self.features(obs)
+        if not self.memory_size:
+            return x, None
+        return self._recurrent(x, memory, int(sequence_length))
+
+    def features(self, obs: Sequence[tf.Tensor]) -> tf.Tensor:
+        """The part before the memory: encoders, concatenation, hidden layers ([B, F])."""
         encodings = [encoder(o) for encoder, o in zip(self.encoders, obs)]
         x = encodings[0] if len(encodings) == 1 else tf.concat(encodings, axis=-1)
         for dense in self.hidden_layers:
             x = swish(dense(x))
-        if not self.memory_size:
-            return x, None
-        return self._recurrent(x, memory, int(sequence_length))
+        return x
+
+    def memory_trace(self, x: tf.Tensor, memory: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+        """Runs the LSTM over whole trajectories, keeping the state at every step.
+
+        Args:
+            x: [N, T, F] features (``features`` of N trajectories of T steps).
+            memory: [N, memory_size], the state before each trajectory's first step.
+
+        Returns:
+            encoding [N, T, lstm_units] and the states [N, T + 1, memory_size]: before
+            step 0, ..., and after the last step (what a trajectory that stops at any step
+            hands on, and what each training sequence starts from).
+        """
+        h, c = tf.split(memory, 2, axis=-1)
+
+        def step(state, x_t):
+            h_t, c_t = state
+            _, (h_t, c_t) = self.lstm_cell(x_t, [h_t, c_t])
+            return h_t, c_t
+        hs, cs = tf.scan(step, tf.transpose(x, [1, 0, 2]), initializer=(h, c))
+        states = tf.transpose(tf.concat([hs, cs], axis=-1), [1, 0, 2])
+        # An LSTM's output is its h.
+        return (tf.transpose(hs, [1, 0, 2]),
+                tf.concat([memory[:, None], states], axis=1))
 
     def _recurrent(self, x: tf.Tensor, memory: Optional[tf.Tensor],
                    sequence_length: int) -> Tuple[tf.Tensor, tf.Tensor]:

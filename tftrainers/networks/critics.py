@@ -97,6 +97,26 @@ class Critic(keras.Model):
         encoding, new_memory = self.body(obs, memory=memory, sequence_length=sequence_length)
         return self.value_heads(encoding), new_memory
 
+    def trace(self, obs: Sequence[tf.Tensor], memory: tf.Tensor,
+              steps: int) -> Tuple[Dict[str, tf.Tensor], tf.Tensor]:
+        """Values of whole trajectories with memory carried through every step.
+
+        Args:
+            obs: one [N * T, *shape] float32 per spec: N trajectories of T steps, in order.
+            memory: [N, memory_size], each trajectory's critic memory before its first step.
+            steps: T (a tensor or int).
+
+        Returns:
+            ({stream: [N, T]}, states [N, T + 1, memory_size]) (see
+            ``NetworkBody.memory_trace``).
+        """
+        x = self.body.features(obs)
+        x = tf.reshape(x, [-1, steps, x.shape[-1]])
+        encoding, states = self.body.memory_trace(x, memory)
+        flat = tf.reshape(encoding, [-1, encoding.shape[-1]])
+        values = {k: tf.reshape(v, [-1, steps]) for k, v in self.value_heads(flat).items()}
+        return values, states
+
     def update_normalization(self, obs: Sequence[tf.Tensor]) -> None:
         """See ``NetworkBody.update_normalization``."""
         self.body.update_normalization(obs)

@@ -24,8 +24,8 @@ from tftrainers.networks import NetworkBody
 from tftrainers.networks.layers import kaiming_normal, swish
 from tftrainers.rewards.base import RewardBatch, RewardProvider, masked_mean, reward_signature
 from tftrainers.settings import CuriositySettings
-from tftrainers.trainers.adam import FusedAdam
-from tftrainers.trainers.compiled import CompiledFunction
+from tftrainers.tf_utils.adam import FusedAdam
+from tftrainers.tf_utils.compiled import CompiledFunction
 
 HIDDEN = 256  # width of the inverse and forward models' hidden layer, as in ML-Agents
 EPSILON = 1e-10

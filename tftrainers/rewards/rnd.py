@@ -24,8 +24,8 @@ from tftrainers.networks import NetworkBody
 from tftrainers.networks.layers import kaiming_normal
 from tftrainers.rewards.base import RewardBatch, RewardProvider, masked_mean, reward_signature
 from tftrainers.settings import NetworkSettings, RNDSettings
-from tftrainers.trainers.adam import FusedAdam
-from tftrainers.trainers.compiled import CompiledFunction
+from tftrainers.tf_utils.adam import FusedAdam
+from tftrainers.tf_utils.compiled import CompiledFunction
 
 
 def distillation_errors(prediction: tf.Tensor, target: tf.Tensor) -> tf.Tensor:

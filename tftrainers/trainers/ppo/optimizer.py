@@ -1,7 +1,9 @@
-"""PPOOptimizer: ML-Agents' PPO loss and one compiled update step.
+"""PPOOptimizer: ML-Agents' PPO loss and one compiled update step; owns the critic.
 
-    optimizer = PPOOptimizer(policy, settings.hyperparameters, max_steps=settings.max_steps)
-    stats = optimizer.update(buffer, step, rng)   # num_epoch passes of shuffled minibatches
+    optimizer = PPOOptimizer(policy, trainer_settings)
+    values = optimizer.critic_values(trajectories)   # per step, bootstraps, critic memory
+    stats = optimizer.update(buffer, step, rng)      # num_epoch passes of shuffled minibatches
+    optimizer.actor_weights                          # the actor's new flat weights
 
 Loss terms, as in ML-Agents (torch ``ppo/optimizer_torch.py``):
     ratio_d   = exp(log pi(a_d|s) - log pi_old(a_d|s))    per action dimension / branch d
@@ -10,6 +12,12 @@ Loss terms, as in ML-Agents (torch ``ppo/optimizer_torch.py``):
                 V_clip = V_old + clip(V - V_old, -eps, eps)
     loss      = L_policy + 0.5 L_value - beta * masked_mean_t(entropy_t)
 ``masked_mean_t`` averages over real steps (sequence padding has mask 0).
+
+The critic (one value head per reward stream) and the reward providers belong to the
+optimizer (DESIGN §3); the policy is the actor. With ``network_settings.memory`` the critic
+has its own LSTM, as ML-Agents': its state is carried through each agent's trajectories
+(``critic_values``), stored at every step for the update, and the bootstrap value of a cut
+trajectory is taken with the state after its last step.
 
 One compiled call runs a whole update: the buffer goes in once (padded to a power-of-two
 capacity, so XLA compiles once per capacity rather than per buffer length) with a fixed-
@@ -21,21 +29,37 @@ the same loop, as ML-Agents interleaves them.
 from __future__ import annotations
 
 import threading
-from typing import Dict, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 
-from tftrainers.networks import Actions
-from tftrainers.processing import (AgentBuffer, BufferKey, StreamField, next_obs_key, obs_key,
-                                   stream_key)
-from tftrainers.rewards import RewardBatch, RewardProvider, masked_mean
-from tftrainers.settings import PPOSettings
-from tftrainers.trainers.adam import FusedAdam
-from tftrainers.trainers.compiled import CompiledFunction
-from tftrainers.trainers.policy import Policy, bucket, obs_signature, pad_rows
+from tftrainers.acting import OnnxRunner, bucket, pad_rows
+from tftrainers.envs.agent_rows import AgentMemories
+from tftrainers.networks import Actions, Critic
+from tftrainers.processing import (AgentBuffer, BufferKey, StreamField, Trajectory,
+                                   next_obs_key, obs_key, stream_key)
+from tftrainers.rewards import RewardBatch, create_reward_providers, masked_mean
+from tftrainers.settings import TrainerSettings
+from tftrainers.tf_utils.adam import FusedAdam
+from tftrainers.tf_utils.compiled import CompiledFunction
+from tftrainers.tf_utils.onnx_function import OnnxExportError, convert_to_onnx, flat_values
+from tftrainers.trainers.policy import Policy, obs_signature, unflatten_obs
 from tftrainers.trainers.schedules import (BETA_FLOOR, EPSILON_FLOOR, LEARNING_RATE_FLOOR,
                                            decayed_value)
+
+
+class CriticValues(NamedTuple):
+    """The critic's estimates for a batch of trajectories (concatenated in order).
+
+    step: {stream: [steps]} value of every step; bootstrap: {stream: [trajectories]} value
+    of each trajectory's ``next_obs``; memory: [steps, memory_size] the critic's state at
+    every step (None without memory).
+    """
+
+    step: Dict[str, np.ndarray]
+    bootstrap: Dict[str, np.ndarray]
+    memory: Optional[np.ndarray]
 
 
 class PPOBatch(NamedTuple):
@@ -51,6 +75,7 @@ class PPOBatch(NamedTuple):
     returns: Tuple[tf.Tensor, ...]  # per stream [B]
     old_values: Tuple[tf.Tensor, ...]  # per stream [B]
     memory: tf.Tensor  # [B, memory_size] read at each step; a minibatch keeps sequence starts
+    critic_memory: tf.Tensor  # [B, memory_size] the critic's state at each step (likewise)
     loss_mask: tf.Tensor  # [B] 1 = real step
 
 
@@ -79,24 +104,45 @@ def value_loss(values: Sequence[tf.Tensor], old_values: Sequence[tf.Tensor],
 
 
 class PPOOptimizer:
-    """Owns the (fused) Adam optimizer over actor and critic and the compiled update (which also
-    steps the learned reward signals in ``reward_providers``)."""
+    """Owns the critic, the reward providers, the (fused) Adam over actor and critic and the
+    compiled update (which also steps the learned reward signals).
 
-    def __init__(self, policy: Policy, hyperparameters: PPOSettings, max_steps: int,
-                 jit_compile: bool = True,
-                 reward_providers: Optional[Sequence[RewardProvider]] = None):
+    Args:
+        policy: the behavior's Policy (the actor).
+        settings: the behavior's TrainerSettings (hyperparameters, network_settings,
+            reward_signals, max_steps).
+        jit_compile: XLA-compile the update.
+        critic_runtime: "onnxruntime" to compute memoryless critic values there (cheaper
+            per update than a TensorFlow call) or "tensorflow".
+    """
+
+    def __init__(self, policy: Policy, settings: TrainerSettings, jit_compile: bool = True,
+                 critic_runtime: str = "onnxruntime"):
         self.policy = policy
-        self.hp = hyperparameters
-        self.max_steps = max_steps
+        self.settings = settings
+        self.hp = hyperparameters = settings.hyperparameters
+        self.max_steps = settings.max_steps
         self.sequence_length = policy.sequence_length
-        self.streams = policy.stream_names
-        self.reward_providers = [p for p in reward_providers or () if p.update_stat_names]
-        self.with_next_obs = any(p.needs_next_obs for p in self.reward_providers)
+        self.reward_providers = create_reward_providers(policy.spec, settings.reward_signals)
+        self.streams = tuple(self.reward_providers)
+        ns = settings.network_settings
+        self.memory_size = policy.memory_size  # the critic's own LSTM, as the actor's
+        self.critic = Critic(policy.spec.observation_specs, self.streams, ns.hidden_units,
+                             ns.num_layers, ns.normalize, ns.vis_encode_type,
+                             memory_size=self.memory_size)
+        learned = [p for p in self.reward_providers.values() if p.update_stat_names]
+        self.learned_providers = learned
+        self.with_next_obs = any(p.needs_next_obs for p in learned)
         self.stat_names = ("Losses/Policy Loss", "Losses/Value Loss", "Policy/Update Entropy",
-                           *(n for p in self.reward_providers for n in p.update_stat_names))
-        self.variables = policy.actor.trainable_variables + policy.critic.trainable_variables
+                           *(n for p in learned for n in p.update_stat_names))
+        self.variables = policy.actor.trainable_variables + self.critic.trainable_variables
         self.optimizer = FusedAdam(self.variables, hyperparameters.learning_rate, epsilon=1e-8,
                                    global_clipnorm=hyperparameters.max_grad_norm)
+        # The update hands back every actor and critic variable (normalizers included):
+        # the acting side and the critic's runner take them without a read of their own.
+        self._published = policy.variables + list(self.critic.variables)
+        self._actor_size = sum(int(np.prod(v.shape)) for v in policy.variables)
+        self.actor_weights: Optional[np.ndarray] = None  # set by each update
         spec = policy.spec
         c = spec.action_spec.continuous_size
         b = spec.action_spec.discrete_size
@@ -113,6 +159,7 @@ class PPOOptimizer:
             returns=tuple(tf.TensorSpec([None], f32) for _ in self.streams),
             old_values=tuple(tf.TensorSpec([None], f32) for _ in self.streams),
             memory=tf.TensorSpec([None, policy.memory_size], f32),
+            critic_memory=tf.TensorSpec([None, self.memory_size], f32),
             loss_mask=tf.TensorSpec([None], f32))
         self._buffer_signature = buffer_signature
         self.update_fn = CompiledFunction(self._update_all, [
@@ -121,6 +168,31 @@ class PPOOptimizer:
             jit_compile=jit_compile)
         self.jit_compile = jit_compile
         self._compile_thread: Optional[threading.Thread] = None
+        self._normalize_fn = (tf.function(self._update_normalization,
+                                          input_signature=[obs_signature(spec)], autograph=False)
+                              if ns.normalize else None)
+        # Critic values, once per update over whole trajectories.
+        self._critic_memories = AgentMemories(self.memory_size)
+        self._critic_runner: Optional[OnnxRunner] = None
+        self._read_critic = flat_values(self.critic.variables)
+        self._critic_stale = False
+        if self.memory_size:
+            self._trace_fn = CompiledFunction(self._trace, [
+                obs_signature(spec), tf.TensorSpec([None, self.memory_size], f32),
+                tf.TensorSpec([], tf.int32)], jit_compile=False)
+        else:
+            self._obs_sizes = [int(np.prod(o.shape)) for o in spec.observation_specs]
+            if critic_runtime == "onnxruntime":
+                try:
+                    self._critic_runner = OnnxRunner(
+                        convert_to_onnx(self._values_packed, sum(self._obs_sizes),
+                                        self.critic.variables), self._read_critic())
+                except (ImportError, OnnxExportError):
+                    self._critic_runner = None  # TensorFlow computes them instead
+            # Values are computed once per update for many trajectories: not worth an XLA
+            # compile per batch size.
+            self._values_fn = CompiledFunction(self._values, [obs_signature(spec)],
+                                               jit_compile=False)
 
     def schedules(self, step: int) -> Dict[str, float]:
         """Learning rate, beta and epsilon at ``step`` (ML-Agents' schedules and floors)."""
@@ -179,7 +251,9 @@ class PPOOptimizer:
         def body(i, totals):
             rows = index[i]
             minibatch = tf.nest.map_structure(lambda x: tf.gather(x, rows), buffer)
-            minibatch = minibatch._replace(memory=tf.gather(buffer.memory, rows[::seq]))
+            minibatch = minibatch._replace(
+                memory=tf.gather(buffer.memory, rows[::seq]),
+                critic_memory=tf.gather(buffer.critic_memory, rows[::seq]))
             out = self._update_step(minibatch, beta, epsilon)
             transitions = RewardBatch(
                 obs=minibatch.obs, next_obs=minibatch.next_obs,
@@ -187,29 +261,31 @@ class PPOOptimizer:
                 discrete_action=minibatch.discrete_action,
                 environment_reward=tf.zeros_like(minibatch.advantages),
                 mask=minibatch.loss_mask)
-            for provider in self.reward_providers:
+            for provider in self.learned_providers:
                 out.update(provider.update_step(transitions))
             return i + 1, tuple(t + out[k] for t, k in zip(totals, names))
 
         _, totals = tf.while_loop(lambda i, _: i < count, body,
                                   (tf.constant(0), tuple(tf.constant(0.0) for _ in names)))
         n = tf.cast(tf.maximum(count, 1), tf.float32)
-        # The new weights leave with the stats: the onnxruntime act call needs them next,
-        # and reading them in a call of their own costs more than the copy.
+        # The new weights leave with the stats: the acting side needs them next, and
+        # reading them in a call of their own costs more than the copy.
         return ({k: v / n for k, v in zip(names, totals)},
-                self.optimizer.flat_values(self.variables))
+                self.optimizer.flat_values(self._published))
 
     def _update_step(self, batch: PPOBatch, beta: tf.Tensor, epsilon: tf.Tensor):
         """One gradient step on a minibatch (``batch.memory``: [sequences, memory_size])."""
-        actor, critic = self.policy.actor, self.policy.critic
+        actor, critic = self.policy.actor, self.critic
         memory = batch.memory if self.policy.memory_size else None
+        critic_memory = batch.critic_memory if self.memory_size else None
         with tf.GradientTape() as tape:
             evaluation = actor.evaluate(list(batch.obs), batch.action_mask,
                                         Actions(batch.continuous_action, batch.discrete_action),
                                         memory, self.sequence_length)
             log_probs = tf.concat([evaluation.log_probs_continuous,
                                    evaluation.log_probs_discrete], axis=1)
-            values, _ = critic(list(batch.obs))
+            values, _ = critic(list(batch.obs), memory=critic_memory,
+                               sequence_length=self.sequence_length)
             values = [values[name] for name in self.streams]
             p_loss = policy_loss(log_probs, batch.old_log_probs, batch.advantages, epsilon,
                                  batch.loss_mask)
@@ -237,8 +313,11 @@ class PPOOptimizer:
         out, weights = self.update_fn(self.make_batch(buffer, capacity), index, count,
                                       values["learning_rate"], values["beta"],
                                       values["epsilon"])
-        self.policy.weights_changed(dict(zip(map(id, self.variables),
-                                             self.optimizer.unflatten(weights.numpy()))))
+        weights = weights.numpy()
+        self.actor_weights = weights[:self._actor_size]
+        if self._critic_runner is not None:
+            self._critic_runner.set_weights(weights[self._actor_size:])
+            self._critic_stale = False
         stats = {key: float(value) for key, value in out.items()}
         stats.update({"Policy/Learning Rate": values["learning_rate"],
                       "Policy/Beta": values["beta"], "Policy/Epsilon": values["epsilon"]})
@@ -269,6 +348,8 @@ class PPOOptimizer:
             return pad_rows(buffer[key], capacity)
         memory = (field(BufferKey.MEMORY) if self.policy.memory_size
                   else np.zeros((capacity, 0), np.float32))
+        critic_memory = (field(BufferKey.CRITIC_MEMORY) if self.memory_size
+                         else np.zeros((capacity, 0), np.float32))
         return PPOBatch(
             obs=tuple(field(obs_key(i)) for i in range(n_obs)),
             next_obs=(tuple(field(next_obs_key(i)) for i in range(n_obs))
@@ -282,6 +363,7 @@ class PPOOptimizer:
             returns=tuple(field(stream_key(StreamField.RETURNS, s)) for s in self.streams),
             old_values=tuple(field(stream_key(StreamField.VALUES, s)) for s in self.streams),
             memory=memory,
+            critic_memory=critic_memory,
             loss_mask=field(BufferKey.MASK))
 
     def minibatch_index(self, n_steps: int, capacity: int,
@@ -304,4 +386,109 @@ class PPOOptimizer:
         return index, self.hp.num_epoch * batches
 
     def trackables(self) -> Dict[str, object]:
-        return {"optimizer": self.optimizer}
+        """What a checkpoint holds of the optimizer: the critic, Adam, the reward providers'
+        networks and optimizers."""
+        providers = {k: v for p in self.reward_providers.values()
+                     for k, v in p.trackables().items()}
+        return {"critic": self.critic, "optimizer": self.optimizer, **providers}
+
+    # --- normalisation and critic values --------------------------------------------------
+    def _update_normalization(self, obs):
+        self.policy.actor.update_normalization(obs)
+        self.critic.update_normalization(obs)
+        return tf.constant(0)
+
+    def update_normalization(self, obs: List[np.ndarray]) -> None:
+        """Adds observations to the actor's and the critic's normalizers (one call)."""
+        if self._normalize_fn is not None and len(obs[0]):
+            self._normalize_fn(obs)
+            self._critic_stale = True
+
+    def weights_changed(self) -> None:
+        """The critic's variables changed outside an update (a restore)."""
+        self._critic_stale = True
+
+    def _values(self, obs):
+        values, _ = self.critic(obs)
+        return values
+
+    def _values_packed(self, packed):
+        values = self._values(unflatten_obs(tf.split(packed, self._obs_sizes, axis=1),
+                                            self.policy.spec))
+        return tf.stack([values[name] for name in self.streams], axis=1)
+
+    def _trace(self, obs, memory, steps):
+        return self.critic.trace(obs, memory, steps)
+
+    def values(self, obs: List[np.ndarray]) -> Dict[str, np.ndarray]:
+        """Critic values {stream: [n]} of a batch of observations (memoryless critic)."""
+        if self._critic_runner is None:
+            return {k: v.numpy() for k, v in self._values_fn(obs).items()}
+        if self._critic_stale:
+            self._critic_runner.set_weights(self._read_critic())
+            self._critic_stale = False
+        n = len(obs[0])
+        packed = np.concatenate([o.reshape(n, -1) for o in obs], axis=1, dtype=np.float32)
+        out = self._critic_runner(packed)
+        return {name: out[:, i] for i, name in enumerate(self.streams)}
+
+    def critic_values(self, trajectories: Sequence[Trajectory],
+                      obs: Sequence[np.ndarray]) -> CriticValues:
+        """Values of every step of ``trajectories`` and of their ``next_obs``.
+
+        Args:
+            trajectories: in the order of ``obs``, their observations concatenated (per
+                observation spec).
+        """
+        n_steps = len(obs[0])
+        if not self.memory_size:
+            # One call on the steps followed by each trajectory's next observation.
+            values = self.values([np.concatenate([o, np.stack([t.next_obs[i]
+                                                               for t in trajectories])])
+                                  for i, o in enumerate(obs)])
+            return CriticValues({k: v[:n_steps] for k, v in values.items()},
+                                {k: v[n_steps:] for k, v in values.items()}, None)
+        # With memory, as ML-Agents: each trajectory runs through the critic's LSTM from
+        # the state its agent's previous trajectory left, its next observation as one more
+        # step (the bootstrap value is taken with the state after the last real step).
+        # Trajectories of one agent within a batch are in order; each one after the first
+        # starts from where the one before ended, so they run in waves: wave k holds each
+        # agent's k-th trajectory of the batch.
+        lengths = np.array([len(t) for t in trajectories])
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        agents = np.array([t.agent_id for t in trajectories], np.int64)
+        wave = np.zeros(len(trajectories), np.int64)
+        seen: Dict[int, int] = {}
+        for j, agent in enumerate(agents.tolist()):
+            wave[j] = seen.get(agent, -1) + 1
+            seen[agent] = int(wave[j])
+        step = {k: np.zeros(n_steps, np.float32) for k in self.streams}
+        bootstrap = {k: np.zeros(len(trajectories), np.float32) for k in self.streams}
+        memory = np.zeros((n_steps, self.memory_size), np.float32)
+        for k in range(int(wave.max()) + 1):
+            members = np.flatnonzero(wave == k)
+            rows, first = self._critic_memories.read(agents[members])
+            width = int(lengths[members].max()) + 1
+            grid = []
+            for i, o in enumerate(obs):
+                block = np.zeros((len(members), width, *o.shape[1:]), np.float32)
+                for r, j in enumerate(members.tolist()):
+                    block[r, :lengths[j]] = o[starts[j]:starts[j] + lengths[j]]
+                    block[r, lengths[j]] = trajectories[j].next_obs[i]
+                grid.append(block.reshape(-1, *o.shape[1:]))
+            values, states = self._trace_fn(grid, first, width)
+            values = {key: v.numpy() for key, v in values.items()}
+            states = states.numpy()
+            ends = lengths[members]
+            real = np.arange(width)[None, :] < ends[:, None]
+            index = np.concatenate([np.arange(starts[j], starts[j] + lengths[j])
+                                    for j in members.tolist()])
+            for key, v in values.items():
+                step[key][index] = v[real]
+                bootstrap[key][members] = v[np.arange(len(members)), ends]
+            memory[index] = states[:, :width][real]
+            # Each agent's state for its next trajectory; forgotten after an episode end.
+            final = states[np.arange(len(members)), ends]
+            ended = np.array([trajectories[j].episode_ended for j in members.tolist()])
+            self._critic_memories.write(rows, np.where(ended[:, None], 0.0, final))
+        return CriticValues(step, bootstrap, memory)

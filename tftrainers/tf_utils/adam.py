@@ -82,7 +82,7 @@ class FusedAdam(tf.Module):
     def flat_values(self, variables: Sequence[tf.Variable]) -> tf.Tensor:
         """The variables' current values as one vector (in a compiled function: one output
         to hand over instead of one per variable)."""
-        return tf.concat([tf.zeros([0])] + [tf.reshape(tf.convert_to_tensor(v), [-1])
+        return tf.concat([tf.zeros([0])] + [tf.reshape(tf.cast(v, tf.float32), [-1])
                                             for v in variables], axis=0)
 
     def unflatten(self, flat: np.ndarray) -> List[np.ndarray]:

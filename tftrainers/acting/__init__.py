@@ -1,0 +1,10 @@
+"""The acting side (DESIGN §3): per behavior an AgentManager (AgentProcessor + acting policy +
+agent memories) turns env steps into trajectories on a queue and takes the learner's weights
+back as a flat vector with a version. No TensorFlow here, so acting can run anywhere.
+"""
+from tftrainers.acting.actor import ActLayout, Actor, WeightUpdate, bucket, pad_rows
+from tftrainers.acting.agent_manager import ActingStats, AgentManager
+from tftrainers.acting.onnx_program import OnnxProgram, OnnxRunner, WeightInput
+
+__all__ = ["ActLayout", "ActingStats", "Actor", "AgentManager", "OnnxProgram", "OnnxRunner",
+           "WeightInput", "WeightUpdate", "bucket", "pad_rows"]

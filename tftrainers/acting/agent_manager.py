@@ -1,0 +1,114 @@
+"""AgentManager: one behavior's acting side, from env steps to trajectories on a queue.
+
+    manager = AgentManager("Ball3D", spec, actor, time_horizon=64)
+    trainer.subscribe(manager)             # its queue feeds the trainer; weights come back
+    while training:
+        decision, terminal = env.get_steps("Ball3D")
+        env.set_actions("Ball3D", manager.step(decision, terminal))
+        env.step()
+        trainer.advance()                  # drains manager.queue, updates, publishes weights
+
+As ML-Agents' AgentProcessor -> AgentManagerQueue -> Trainer, on arrays: the manager
+records every agent's steps with an ``AgentProcessor`` (one policy call for all agents),
+and its queue carries what the learner needs: ``Trajectory`` objects, ``EpisodeStats`` of
+finished episodes and ``ActingStats`` (the policy's entropy while acting). Weights come back
+as a ``WeightUpdate`` (flat vector + version). Nothing here imports TensorFlow or a trainer,
+so the same manager runs in the learner's process, a worker process or a Ray actor.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+
+from tftrainers.acting.actor import Actor, WeightUpdate
+from tftrainers.envs.base import ActionTuple, BehaviorSpec, DecisionSteps, TerminalSteps
+from tftrainers.processing import AgentProcessor, TrajectoryQueue
+
+
+class ActingStats(NamedTuple):
+    """What the acting side measured since its last report (``Policy/Entropy``)."""
+
+    entropy_sum: float
+    steps: int
+
+
+class AgentManager:
+    """Records one behavior's env steps into trajectories and acts for its agents.
+
+    Args:
+        behavior_name: the behavior.
+        spec: its spec.
+        actor: the acting policy (``Actor``).
+        time_horizon: steps after which a trajectory is cut (ML-Agents ``time_horizon``).
+        record: False to act only (inference): no trajectories, no stats.
+        report_every: env steps between ``ActingStats`` reports.
+    """
+
+    def __init__(self, behavior_name: str, spec: BehaviorSpec, actor: Actor, time_horizon: int,
+                 record: bool = True, report_every: int = 64):
+        self.behavior_name = behavior_name
+        self.spec = spec
+        self.actor = actor
+        self.queue = TrajectoryQueue(behavior_name)
+        self.processor = AgentProcessor(spec, time_horizon, (), behavior_name)
+        self.processor.publish_trajectory_queue(self.queue)
+        self.recording = record
+        self._last_info = None
+        self._entropy_sum, self._entropy_steps = 0.0, 0
+        self._report_every = max(int(report_every), 1)
+        self._since_report = 0
+
+    def step(self, decision_steps: DecisionSteps, terminal_steps: TerminalSteps) -> ActionTuple:
+        """Records the agents' steps and returns actions for ``decision_steps``."""
+        if len(terminal_steps):
+            self.actor.episode_ended(terminal_steps.agent_id)
+        if not self.recording:
+            if not len(decision_steps):
+                return self.spec.action_spec.empty_action(0)
+            return self.actor.act(decision_steps)[1]
+        processor = self.processor
+        processor.add_experiences(decision_steps, terminal_steps, self._last_info)
+        episodes = processor.pop_episode_stats()
+        if len(episodes):
+            self.queue.put(episodes)
+        if not len(decision_steps):
+            self._last_info = None
+            return self.spec.action_spec.empty_action(0)
+        info, env_actions = self.actor.act(decision_steps)
+        self._last_info = info
+        self._entropy_sum += float(self.actor.last_entropy.sum())
+        self._entropy_steps += len(decision_steps)
+        self._since_report += 1
+        if self._since_report >= self._report_every:
+            self.flush_stats()
+        return env_actions
+
+    def flush_stats(self) -> None:
+        """Puts the acting stats gathered so far on the queue."""
+        if self._entropy_steps:
+            self.queue.put(ActingStats(self._entropy_sum, self._entropy_steps))
+        self._entropy_sum, self._entropy_steps, self._since_report = 0.0, 0, 0
+
+    def set_weights(self, update: WeightUpdate) -> None:
+        """The learner's new weights (ignored unless newer than the ones in use)."""
+        self.actor.set_weights(update)
+
+    def stop_recording(self) -> None:
+        """Keeps acting but records nothing more (the trainer reached max_steps)."""
+        self.recording = False
+        self._last_info = None
+
+    def state(self) -> Optional[dict]:
+        """What a checkpoint keeps of the acting side (see ``Actor.state``)."""
+        return self.actor.state()
+
+    def set_state(self, state: dict) -> None:
+        self.actor.set_state(state)
+
+    def end_episodes(self) -> None:
+        """Emits every agent's steps so far as interrupted trajectories (a forced reset)."""
+        self.processor.end_episodes()
+        self._last_info = None
+
+
+__all__ = ["ActingStats", "AgentManager"]

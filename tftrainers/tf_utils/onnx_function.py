@@ -1,0 +1,134 @@
+"""A TensorFlow function over Keras variables, converted once to an ONNX program whose
+weights are inputs: the learner converts, the acting side runs it with no TensorFlow.
+
+    program = convert_to_onnx(policy.act_packed, width, policy.actor.variables)
+    runner = OnnxRunner(program)             # tftrainers.acting: onnxruntime only
+    runner.set_weights(flat_weights)         # the variables' values, one flat vector
+    out = runner(packed)                     # [n, outputs], the TensorFlow call's numbers
+
+A small policy spends most of a TensorFlow call in the runtime around the graph: ~100 us
+alone and ~200-280 us inside an env loop, against ~40 and ~100 for the same graph in
+onnxruntime. The function is traced once with every Keras variable it reads replaced by an
+input (``keras.StatelessScope``) and converted by tf2onnx, so the ONNX graph holds no
+weights: after each update the acting side is handed the new values as one flat vector
+(every variable in ``variables`` order, flattened), with a version number. Nothing is
+converted again while training.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Callable, Sequence
+
+import numpy as np
+
+from tftrainers.acting.onnx_program import OnnxProgram, WeightInput
+
+#: Opsets a Unity project can import (Sentis reads 7..15; ML-Agents' exporter writes 9),
+#: from ML-Agents' own up: every one converts these graphs and matches Keras (tests).
+SUPPORTED_OPSETS = range(9, 16)
+#: tf2onnx 1.17's default and the newest opset Sentis reads; tf2onnx tests 14..18 only,
+#: so 14..15 is the overlap it vouches for. Pass 9 for older runtimes (Barracuda).
+DEFAULT_OPSET = 15
+
+
+class OnnxExportError(RuntimeError):
+    """tf2onnx left TensorFlow ops it could not convert in the graph."""
+
+
+@contextlib.contextmanager
+def quiet_tf2onnx():
+    """tf2onnx logs its version banner and every optimizer pass at INFO: a page per
+    conversion in an application that logs at INFO. Warnings still show."""
+    logger = logging.getLogger("tf2onnx")
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def check_converted(model, opset: int) -> None:
+    """Raises OnnxExportError for ops tf2onnx left unconverted.
+
+    ``from_function`` converts with continue_on_error=True: an op without a handler stays
+    in the graph under its TensorFlow name and the failure is only logged.
+    """
+    import onnx
+    unknown = sorted({node.op_type for node in model.graph.node
+                      if node.domain in ("", "ai.onnx")
+                      and not onnx.defs.has(node.op_type, max_inclusive_version=opset)})
+    if unknown:
+        raise OnnxExportError(f"tf2onnx could not convert {', '.join(unknown)} to ONNX "
+                              f"opset {opset}")
+
+
+def flat_layout(variables: Sequence) -> tuple:
+    """(offsets [len + 1], shapes) of ``variables`` flattened and concatenated in order."""
+    shapes = [tuple(int(d) for d in v.shape) for v in variables]
+    sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes]
+    return np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64), shapes
+
+
+def _dtype_name(variable) -> str:
+    dtype = variable.dtype  # a string for Keras variables, a DType for tf.Variables
+    return dtype if isinstance(dtype, str) else dtype.name
+
+
+def convert_to_onnx(fn: Callable, width: int, variables: Sequence) -> OnnxProgram:
+    """``fn(packed [n, width] float32) -> [n, k] float32`` as an ONNX program with the
+    values of ``variables`` (Keras variables: every one ``fn`` reads) as inputs.
+
+    Raises:
+        OnnxExportError: an op tf2onnx could not convert, or a graph whose inputs are not
+            the ones asked for.
+    """
+    import keras
+    import tensorflow as tf
+    import tf2onnx
+
+    variables = list(variables)
+    offsets, shapes = flat_layout(variables)
+    signature = [tf.TensorSpec([None, int(width)], tf.float32, name="packed")] + [
+        tf.TensorSpec(v.shape, v.dtype, name=f"weight_{i}") for i, v in enumerate(variables)]
+
+    def stateless(packed, *weights):
+        with keras.StatelessScope(state_mapping=list(zip(variables, weights))):
+            return fn(packed)
+
+    with quiet_tf2onnx():
+        model, _ = tf2onnx.convert.from_function(
+            tf.function(stateless, input_signature=signature, autograph=False),
+            input_signature=signature, opset=DEFAULT_OPSET)
+    check_converted(model, DEFAULT_OPSET)
+    # tf2onnx keeps the signature's names, but an input the graph never reads (a variable
+    # of an unused head) is dropped: the program feeds exactly the inputs that remain.
+    by_name = {s.name: i for i, s in enumerate(signature)}
+    names = [i.name for i in model.graph.input]
+    unexpected = [n for n in names if n not in by_name]
+    if unexpected:
+        raise OnnxExportError(f"converted graph has unexpected inputs {unexpected}")
+    weights = []
+    for name in names:
+        if name == "packed":
+            continue
+        index = by_name[name] - 1
+        weights.append(WeightInput(name, int(offsets[index]), int(offsets[index + 1]),
+                                   shapes[index], _dtype_name(variables[index])))
+    return OnnxProgram(model=model.SerializeToString(), input_name="packed",
+                       output_name=model.graph.output[0].name, weights=tuple(weights),
+                       total_size=int(offsets[-1]))
+
+
+def flat_values(variables: Sequence) -> Callable[[], np.ndarray]:
+    """A function returning the variables' current values as one flat float32 vector (the
+    layout of ``convert_to_onnx``), read in one TensorFlow call."""
+    import tensorflow as tf
+    variables = list(variables)
+
+    def read():
+        return tf.concat([tf.zeros([0])] + [tf.reshape(tf.cast(v.value, tf.float32), [-1])
+                                            for v in variables], axis=0)
+    concrete = tf.function(read, input_signature=[], autograph=False).get_concrete_function()
+    return lambda: concrete().numpy()

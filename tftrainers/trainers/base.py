@@ -1,0 +1,274 @@
+"""Trainer: one behavior's learner, fed by the acting side's queue (DESIGN §3).
+
+    trainer = create_trainer("Ball3D", spec, settings, run_dir, seed=0, writers=writers)
+    manager = trainer.create_agent_manager(env)   # acting side: AgentProcessor + actor
+    trainer.subscribe(manager)                    # its queue in, weights out
+    while not trainer.done:
+        env.set_actions("Ball3D", manager.step(*env.get_steps("Ball3D")))
+        env.step()
+        trainer.advance()     # drain the queue, count steps, learn, publish weights, report
+    trainer.save()
+
+The base owns what every algorithm shares (hooks, not copies, as ML-Agents' Trainer ->
+OnPolicyTrainer -> PPOTrainer): draining the queues and counting steps from what was
+drained, the episode stats, the weight hand-over (a flat vector with a version, to every
+subscribed AgentManager), checkpoints with the deployment exports, resume and
+``--initialize-from``. An algorithm supplies its policy and optimizer, what its acting
+side is, and what to do with trajectories (``process_trajectories``). No GradientTape here.
+"""
+from __future__ import annotations
+
+import abc
+import os
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from tftrainers.acting import ActingStats, AgentManager, WeightUpdate
+from tftrainers.checkpoint import Checkpointer, CheckpointError
+from tftrainers.envs import BehaviorSpec
+from tftrainers.export.artifacts import export_policy, prune_exports
+from tftrainers.processing import EpisodeStats, Trajectory
+from tftrainers.runs import write_behavior_spec
+from tftrainers.settings import TrainerSettings
+from tftrainers.stats import (CUMULATIVE_REWARD, EPISODE_LENGTH, ProgressDisplay, StatsReporter,
+                              StatsWriter)
+from tftrainers.tf_utils.onnx_function import OnnxExportError
+from tftrainers.trainers.policy import Policy
+
+
+class Trainer(abc.ABC):
+    """Base of every trainer (see the module docstring for the loop).
+
+    Args:
+        behavior_name, spec, settings: the behavior and its TrainerSettings.
+        run_dir: the run's results folder.
+        seed: seeds networks, acting noise and shuffles.
+        writers, progress: stats writers and the live progress line.
+        inference: act without learning (``--inference``).
+        jit_compile: XLA-compile the compiled calls.
+        act_runtime: "onnxruntime" (the act graph converted to ONNX: the acting side needs
+            no TensorFlow) or "tensorflow".
+        log: where one-line notes go.
+    """
+
+    def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings,
+                 run_dir: str, seed: int = 0, writers: Sequence[StatsWriter] = (),
+                 progress: Optional[ProgressDisplay] = None, inference: bool = False,
+                 jit_compile: bool = True, act_runtime: str = "onnxruntime", log=print):
+        self.behavior_name = behavior_name
+        self.spec = spec
+        self.settings = settings
+        self.seed = seed
+        self.inference = inference
+        self.jit_compile = jit_compile
+        self.act_runtime = act_runtime
+        self.log = log
+        self.step = 0
+        self.version = 0  # of the weights published to the acting side
+        self.stats = StatsReporter(behavior_name, writers)
+        self.progress = progress
+        self.run_dir = run_dir
+        self.behavior_dir = os.path.join(run_dir, behavior_name)
+        if not inference:
+            write_behavior_spec(self.behavior_dir, spec)
+        self.checkpointer = Checkpointer(os.path.join(self.behavior_dir, "checkpoints"),
+                                         behavior_name, settings.keep_checkpoints)
+        self._next_summary = settings.summary_freq
+        self._next_checkpoint = settings.checkpoint_interval
+        self._saved_step = -1
+        self.managers: List[AgentManager] = []
+        self._acting_states: List[dict] = []  # restored, for managers yet to subscribe
+        self._entropy_sum, self._entropy_steps = 0.0, 0
+        self._program = None  # the act graph as ONNX, converted once
+
+    # --- what an algorithm supplies ---------------------------------------------------------
+    @property
+    @abc.abstractmethod
+    def policy(self) -> Policy:
+        """The policy the acting side runs and export writes."""
+
+    @abc.abstractmethod
+    def trackables(self) -> Dict[str, object]:
+        """What a checkpoint holds (policy, optimizer, critic, reward providers...)."""
+
+    @abc.abstractmethod
+    def process_trajectories(self, trajectories: List[Trajectory]) -> None:
+        """Learns from drained trajectories (already counted in ``step``)."""
+
+    def update_if_ready(self) -> None:
+        """Called on every ``advance`` (e.g. to collect a threaded update that finished)."""
+
+    def wait_for_update(self) -> None:
+        """Returns once no update is running (before a save or a restore)."""
+
+    def acting_weights(self) -> np.ndarray:
+        """The flat weight vector the acting side runs with now."""
+        return self.policy.flat_weights()
+
+    def value_critic(self):
+        """The critic whose values the SavedModel exports (None: no value signature)."""
+        return None
+
+    # --- the acting side ----------------------------------------------------------------------
+    def create_agent_manager(self, env=None) -> AgentManager:
+        """This behavior's acting side, with the current weights. ``env`` is the env the
+        manager acts in (teachers read its heuristic)."""
+        return AgentManager(self.behavior_name, self.spec, self.create_actor(),
+                            self.settings.time_horizon)
+
+    def create_actor(self):
+        """The acting policy: the act graph in onnxruntime (converted once), or in this
+        process's TensorFlow when ``act_runtime`` says so or the conversion fails."""
+        policy = self.policy
+        if self.act_runtime == "onnxruntime":
+            try:
+                if self._program is None:
+                    self._program = policy.onnx_program()
+                return policy.make_actor("onnxruntime", seed=self.seed, version=self.version,
+                                         program=self._program)
+            except (ImportError, OnnxExportError) as error:
+                self.log(f"[WARNING] {self.behavior_name}: the act call runs in TensorFlow "
+                         f"(onnxruntime: {str(error).splitlines()[0]})")
+                self.act_runtime = "tensorflow"
+        return policy.make_actor("tensorflow", seed=self.seed, version=self.version)
+
+    def subscribe(self, manager: AgentManager) -> None:
+        """Takes ``manager``'s trajectories from now on and sends it every new weight."""
+        index = len(self.managers)
+        self.managers.append(manager)
+        manager.set_weights(WeightUpdate(self.version, self.acting_weights()))
+        if index < len(self._acting_states) and self._acting_states[index]:
+            manager.set_state(self._acting_states[index])
+        if self.done:
+            manager.stop_recording()
+
+    def publish_weights(self, flat: Optional[np.ndarray] = None) -> None:
+        """Sends the policy's weights (``flat`` if given, else read) with a new version to
+        every subscribed acting side."""
+        self.version += 1
+        update = WeightUpdate(self.version, self.acting_weights() if flat is None else flat)
+        for manager in self.managers:
+            manager.set_weights(update)
+
+    # --- the loop ---------------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        return self.step >= self.settings.max_steps
+
+    def drain(self) -> List[Trajectory]:
+        """Everything the acting side queued: trajectories are returned, stats recorded."""
+        trajectories = []
+        for manager in self.managers:
+            for item in manager.queue.drain():
+                if type(item) is Trajectory:
+                    trajectories.append(item)
+                elif type(item) is EpisodeStats:
+                    self.stats.add_stat(CUMULATIVE_REWARD, item.cumulative_reward)
+                    self.stats.add_stat(EPISODE_LENGTH, item.episode_length)
+                    self.record_episodes(item)
+                elif type(item) is ActingStats:
+                    self._entropy_sum += item.entropy_sum
+                    self._entropy_steps += item.steps
+        return trajectories
+
+    def record_episodes(self, episodes: EpisodeStats) -> None:
+        """Hook for algorithm-specific episode stats."""
+
+    def advance(self) -> None:
+        """Drains the acting side, learns, reports and saves when due."""
+        if self.done:  # finished: one final checkpoint, then nothing more to do
+            if self._saved_step != self.step and not self.inference:
+                self.stats.write_stats(self.step)
+                self.save()
+            return
+        self.update_if_ready()
+        trajectories = self.drain()
+        if trajectories:
+            # Steps are counted from what the learner received, as ML-Agents does.
+            self.step += sum(len(t) for t in trajectories)
+            if not self.inference:
+                self.process_trajectories(trajectories)
+        if self.step >= self._next_summary:
+            if self._entropy_steps:
+                self.stats.set_stat("Policy/Entropy", self._entropy_sum / self._entropy_steps)
+                self._entropy_sum, self._entropy_steps = 0.0, 0
+            self.stats.write_stats(self.step)
+            while self._next_summary <= self.step:
+                self._next_summary += self.settings.summary_freq
+        if self.step >= self._next_checkpoint and not self.inference:
+            self.save()
+            while self._next_checkpoint <= self.step:
+                self._next_checkpoint += self.settings.checkpoint_interval
+        if self.done:
+            for manager in self.managers:  # keep acting for other behaviors, stop recording
+                manager.stop_recording()
+        if self.progress is not None and self.progress.due():
+            self.progress.update(self.behavior_name, self.step, self.settings.max_steps,
+                                 self.stats.latest_mean(CUMULATIVE_REWARD),
+                                 self.stats.steps_per_second(self.step))
+
+    # --- checkpoints ------------------------------------------------------------------------
+    def checkpoint_state(self) -> dict:
+        """The JSON part of a checkpoint (counters, generators); algorithms add theirs."""
+        states = [m.state() for m in self.managers]
+        state = {"step": self.step, "version": self.version, "elapsed": self.stats.elapsed(),
+                 "next_summary": self._next_summary, "next_checkpoint": self._next_checkpoint,
+                 "acting": states}
+        if states and states[0]:  # the name earlier checkpoints used for the first one
+            state["policy_rng"] = states[0]["rng"]
+        return state
+
+    def restore_state(self, state: dict) -> None:
+        self.step = int(state["step"])
+        self.version = int(state.get("version", 0))
+        self.stats.elapsed_offset = float(state.get("elapsed", 0.0))
+        self._next_summary = int(state["next_summary"])
+        self._next_checkpoint = int(state["next_checkpoint"])
+        acting = state.get("acting")
+        if acting is None and "policy_rng" in state:
+            acting = [{"rng": state["policy_rng"]}]
+        self._acting_states = list(acting or [])
+        for manager, acting_state in zip(self.managers, self._acting_states):
+            if acting_state:
+                manager.set_state(acting_state)
+
+    def save(self) -> Optional[str]:
+        """Writes a checkpoint of the current step (once per step) and, as ML-Agents does at
+        every checkpoint, the deployment exports (ONNX and SavedModel)."""
+        self.wait_for_update()  # weights and Adam state of a finished update only
+        if self.inference or self._saved_step == self.step:
+            return None
+        path = self.checkpointer.save(self.step, self.trackables(), self.checkpoint_state())
+        self._saved_step = self.step
+        export_policy(self.policy, self.behavior_name, self.run_dir, self.step,
+                      critic=self.value_critic())
+        prune_exports(self.run_dir, self.behavior_name, self.settings.keep_checkpoints)
+        return path
+
+    def weights_restored(self) -> None:
+        """Called after a restore changed the variables: the acting side gets them."""
+        self.publish_weights()
+
+    def restore_latest(self) -> None:
+        """Continues from the latest checkpoint (``--resume``)."""
+        self.wait_for_update()
+        path = self.checkpointer.latest()
+        if path is None:
+            raise CheckpointError(f"{self.checkpointer.directory}: no checkpoint to resume "
+                                  f"'{self.behavior_name}' from")
+        state = Checkpointer.restore(path, self.trackables())
+        self.restore_state(state)
+        self.weights_restored()
+        self._saved_step = self.step
+        self.stats.start_period(self.step)
+
+    def initialize_from(self, run_dir: str) -> None:
+        """Copies the policy weights of another run (``--initialize-from``); step stays 0."""
+        directory = os.path.join(run_dir, self.behavior_name, "checkpoints")
+        path = Checkpointer(directory, self.behavior_name).latest()
+        if path is None:
+            raise CheckpointError(f"{directory}: no checkpoint to initialize "
+                                  f"'{self.behavior_name}' from")
+        Checkpointer.restore(path, self.policy.trackables())
+        self.weights_restored()
