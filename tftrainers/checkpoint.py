@@ -17,7 +17,10 @@ different thing and live elsewhere.
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
+import logging
 import os
 import re
 import shutil
@@ -42,6 +45,17 @@ def _reason(error: BaseException) -> str:
     """The first line of an error, short: what a one-line message can quote."""
     text = getattr(error, "strerror", None) or getattr(error, "message", None) or str(error)
     return (str(text).strip().splitlines() or [type(error).__name__])[0][:200]
+
+
+@contextlib.contextmanager
+def _quiet_tensorflow_log():
+    logger = logging.getLogger("tensorflow")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def nonfinite_variable(trackables: Mapping[str, Any]) -> Optional[str]:
@@ -168,16 +182,23 @@ class Checkpointer:
         if missing:
             raise CheckpointError(f"{state_path}: incomplete, missing "
                                   f"{', '.join(repr(k) for k in missing)}")
-        status = None
-        try:
-            status = tf.train.Checkpoint(**trackables).read(os.path.join(path, PREFIX))
-            status.assert_existing_objects_matched()
-        except Exception as error:  # TF's reader raises many kinds on a damaged file
-            raise CheckpointError(f"{path}: the checkpoint cannot be read "
-                                  f"({_reason(error)})") from error
-        finally:
-            if status is not None:  # restoring a subset (a policy without its optimizer);
-                status.expect_partial()  # and no warning lines when the read failed
+        status, reason = None, None
+        # A failed read leaves TF's restore bookkeeping behind, which logs a warning line per
+        # unmatched value when it is freed: freed here, quietly.
+        with _quiet_tensorflow_log():
+            try:
+                status = tf.train.Checkpoint(**trackables).read(os.path.join(path, PREFIX))
+                status.assert_existing_objects_matched()
+            except Exception as error:  # TF's reader raises many kinds on a damaged file
+                reason = _reason(error)
+            finally:
+                if status is not None:  # restoring a subset (a policy without its optimizer)
+                    status.expect_partial()
+            if reason is not None:
+                status = None
+                gc.collect()
+        if reason is not None:
+            raise CheckpointError(f"{path}: the checkpoint cannot be read ({reason})")
         return state
 
     def scan(self, complete: bool = True) -> List[Dict[str, Any]]:

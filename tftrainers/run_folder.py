@@ -49,8 +49,10 @@ def check_run_id(run_id) -> str:
     separators = {"/", "\\", os.sep} | ({os.altsep} if os.altsep else set())
     if not text.strip():
         problem = "is empty"
-    elif text in (".", ".."):
-        problem = f"is '{text}'"
+    elif text == ".":
+        problem = "is results_dir itself"
+    elif text == "..":
+        problem = "is the folder above results_dir"
     elif os.path.isabs(text):
         problem = "is an absolute path"
     elif any(sep in text for sep in separators):

@@ -89,6 +89,7 @@ def run_training(options: RunOptions, log=print) -> int:
 
 
 def _run(options: RunOptions, folder: RunFolder, seed: int, stop, log) -> int:
+    import numpy as np
     import tensorflow as tf
     from tftrainers.envs.checks import check_steps
     from tftrainers.runs import check_compatible
@@ -146,7 +147,10 @@ def _run(options: RunOptions, folder: RunFolder, seed: int, stop, log) -> int:
             f"{', '.join(trainers)} on {options.env_settings.env_path} (seed {seed}).")
         stop.defer()  # from here a signal stops the loop, and everything saves
         try:
-            _loop(env, trainers, stop, options.env_settings.env_path, check_steps)
+            # Finite data whose sums overflow (rewards of 1e38) end in a refused update,
+            # named in one line; NumPy's warnings on the way would only be noise.
+            with np.errstate(over="ignore", invalid="ignore"):
+                _loop(env, trainers, stop, options.env_settings.env_path, check_steps)
         except Exception as error:  # pylint: disable=broad-except
             # Whatever stopped the loop, what was trained is saved first.
             notes = _save_all(trainers, log)
@@ -216,6 +220,7 @@ def _call_env(env_id: str, env_step: int, what: str, function: Callable, *args):
 
 def _loop(env, trainers, stop, env_id: str = "the environment", check=None) -> None:
     """Steps until every trainer is done or a stop signal arrives."""
+    from tftrainers.trainers.finite import NonFiniteUpdateError
     specs = {name: env.behavior_specs[name] for name in trainers}
     env_step = 0
     _call_env(env_id, env_step, "reset()", env.reset)
@@ -232,4 +237,7 @@ def _loop(env, trainers, stop, env_id: str = "the environment", check=None) -> N
         _call_env(env_id, env_step, "step()", env.step)
         env_step += 1
         for trainer in trainers.values():
-            trainer.advance()
+            try:
+                trainer.advance()
+            except NonFiniteUpdateError as error:
+                raise NonFiniteUpdateError(f"{trainer.behavior_name}: {error}") from error

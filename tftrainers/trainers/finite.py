@@ -67,7 +67,8 @@ def refusal_message(step: int, stats: Mapping[str, float]) -> str:
     bad = [name for name, value in stats.items() if not np.isfinite(value)]
     what = f"{bad[0]} is {stats[bad[0]]}" if bad else "the new weights hold NaN or inf"
     return (f"the update at step {step} was refused: {what}; the weights and optimizer state "
-            f"from before it are kept")
+            f"from before it are kept (are rewards or observations huge, or the learning "
+            f"rate too high?)")
 
 
 def variables_of(trackables: Mapping[str, object]) -> Dict[int, tf.Variable]:
