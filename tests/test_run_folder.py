@@ -31,26 +31,18 @@ def config(tmp_path):
     return str(path)
 
 
-def fails(capsys, argv):
-    with pytest.raises(SystemExit) as exit_info:
-        learn_main(argv)
-    err = capsys.readouterr().err.strip()
-    assert exit_info.value.code == 2, err
-    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
-    return err
-
-
 @pytest.mark.parametrize("run_id,problem", [
     ("", "is empty"), (".", "is results_dir itself"), ("..", "is the folder above results_dir"),
     ("../x", "contains a path separator"), ("a/b", "contains a path separator"),
     ("a\\b", "contains a path separator"), ("/tmp/x", "is an absolute path"),
 ])
-def test_unsafe_run_ids_are_refused_and_nothing_is_deleted(tmp_path, config, capsys, run_id,
-                                                           problem):
+def test_unsafe_run_ids_are_refused_and_nothing_is_deleted(tmp_path, config, one_line_error,
+                                                           run_id, problem):
     results = tmp_path / "results"
     (results / "other").mkdir(parents=True)
     (results / "other" / "configuration.yaml").write_text("x")
-    err = fails(capsys, [config, "--run-id", run_id, "--results-dir", str(results), "--force"])
+    err = one_line_error(learn_main, [config, "--run-id", run_id, "--results-dir", str(results),
+                                      "--force"])
     assert f"run id {run_id!r} {problem}; allowed: a folder name inside results_dir" in err
     assert (results / "other" / "configuration.yaml").exists() and os.path.exists(config)
 
@@ -61,34 +53,37 @@ def test_check_run_id_accepts_names():
         check_run_id(None)
 
 
-def test_force_deletes_only_runs_of_ours(tmp_path, config, capsys):
+def test_force_deletes_only_runs_of_ours(tmp_path, config, one_line_error):
     results = tmp_path / "results"
     (results / "mine").mkdir(parents=True)
     (results / "mine" / "precious.txt").write_text("keep me")
-    err = fails(capsys, [config, "--run-id", "mine", "--results-dir", str(results), "--force"])
+    err = one_line_error(learn_main, [config, "--run-id", "mine", "--results-dir", str(results),
+                                      "--force"])
     assert "--force deletes only a run folder of tftrainers (with configuration.yaml) or an " \
            "empty one; this folder holds precious.txt" in err
     assert (results / "mine" / "precious.txt").read_text() == "keep me"
     assert not (results / "mine" / LOCK_FILE).exists()  # nothing written into it either
     os.symlink(results / "mine", results / "link")
-    assert "is a symbolic link" in fails(capsys, [config, "--run-id", "link", "--results-dir",
-                                                  str(results), "--force"])
+    assert "is a symbolic link" in one_line_error(
+        learn_main, [config, "--run-id", "link", "--results-dir", str(results), "--force"])
     (results / "file").write_text("x")
-    assert "exists and is not a folder" in fails(
-        capsys, [config, "--run-id", "file", "--results-dir", str(results), "--force"])
+    assert "exists and is not a folder" in one_line_error(
+        learn_main, [config, "--run-id", "file", "--results-dir", str(results), "--force"])
 
 
-def test_results_dir_that_cannot_be_written(tmp_path, config, capsys, monkeypatch):
+def test_results_dir_that_cannot_be_written(tmp_path, config, one_line_error, monkeypatch):
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
-    err = fails(capsys, [config, "--run-id", "r", "--results-dir", str(a_file / "results")])
+    err = one_line_error(learn_main, [config, "--run-id", "r", "--results-dir",
+                                      str(a_file / "results")])
     assert err.endswith(f"{a_file / 'results' / 'r'}: cannot create the run folder (Not a "
                         f"directory)")
 
     def read_only(path, *args, **kwargs):
         raise OSError(errno.EROFS, os.strerror(errno.EROFS), path)
     monkeypatch.setattr("tftrainers.run_folder.os.makedirs", read_only)
-    err = fails(capsys, [config, "--run-id", "r", "--results-dir", str(tmp_path / "ro")])
+    err = one_line_error(learn_main, [config, "--run-id", "r", "--results-dir",
+                                      str(tmp_path / "ro")])
     assert "cannot create the run folder (Read-only file system)" in err
 
 
@@ -103,7 +98,7 @@ time.sleep(120)
 
 
 def test_a_run_in_use_is_refused_naming_the_process_and_a_dead_ones_lock_is_taken_over(
-        tmp_path, config, capsys):
+        tmp_path, config, one_line_error):
     results = tmp_path / "results"
     assert learn_main([config, "--run-id", "r", "--results-dir", str(results)]) == 0
     holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(results / "r" / LOCK_FILE)],
@@ -111,7 +106,8 @@ def test_a_run_in_use_is_refused_naming_the_process_and_a_dead_ones_lock_is_take
     try:
         assert holder.stdout.readline().strip() == "locked"
         for flags in ([], ["--force"], ["--resume"]):
-            err = fails(capsys, [config, "--run-id", "r", "--results-dir", str(results), *flags])
+            err = one_line_error(learn_main, [config, "--run-id", "r", "--results-dir",
+                                              str(results), *flags])
             assert err.endswith(f"the run is in use by process {holder.pid} on host "
                                 f"{os.uname().nodename}; wait for it to end or stop it first")
         assert (results / "r" / "configuration.yaml").exists()  # --force deleted nothing

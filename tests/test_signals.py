@@ -98,13 +98,11 @@ def test_reading_a_run_while_it_trains_always_gets_a_complete_checkpoint(trainin
     assert process.poll() is None and len(steps) >= 3 and reads >= 20
 
 
-def test_a_second_process_on_a_run_in_use_is_refused(training, capsys):
+def test_a_second_process_on_a_run_in_use_is_refused(training, one_line_error):
     process, config, run, _ = training
     for flags in ([], ["--force"], ["--resume"]):
-        with pytest.raises(SystemExit) as exit_info:
-            learn_main([str(config), "--run-id", "r", "--results-dir", str(run.parent), *flags])
-        err = capsys.readouterr().err.strip()
-        assert exit_info.value.code == 2 and len(err.splitlines()) == 1
+        err = one_line_error(learn_main, [str(config), "--run-id", "r", "--results-dir",
+                                          str(run.parent), *flags])
         assert f"the run is in use by process {process.pid}" in err
     assert process.poll() is None
 

@@ -17,7 +17,6 @@ different thing and live elsewhere.
 """
 from __future__ import annotations
 
-import contextlib
 import gc
 import json
 import logging
@@ -29,6 +28,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from tftrainers.logs import quiet_logger
 from tftrainers.run_folder import write_atomically
 
 INDEX_FILE = "checkpoint.json"
@@ -45,17 +45,6 @@ def _reason(error: BaseException) -> str:
     """The first line of an error, short: what a one-line message can quote."""
     text = getattr(error, "strerror", None) or getattr(error, "message", None) or str(error)
     return (str(text).strip().splitlines() or [type(error).__name__])[0][:200]
-
-
-@contextlib.contextmanager
-def _quiet_tensorflow_log():
-    logger = logging.getLogger("tensorflow")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
 
 
 def nonfinite_variable(trackables: Mapping[str, Any]) -> Optional[str]:
@@ -185,7 +174,7 @@ class Checkpointer:
         status, reason = None, None
         # A failed read leaves TF's restore bookkeeping behind, which logs a warning line per
         # unmatched value when it is freed: freed here, quietly.
-        with _quiet_tensorflow_log():
+        with quiet_logger("tensorflow", logging.ERROR):
             try:
                 status = tf.train.Checkpoint(**trackables).read(os.path.join(path, PREFIX))
                 status.assert_existing_objects_matched()

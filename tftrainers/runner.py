@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import random
-from typing import Callable, Dict, List, Optional
 
 from tftrainers.run_folder import CONFIG_FILE, RunError, RunFolder, write_atomically
 from tftrainers.settings import ConfigError, RunOptions
@@ -204,40 +203,51 @@ def _save_all(trainers, log, final: bool = False) -> str:
     return "; ".join(parts) or "nothing to save"
 
 
-def _call_env(env_id: str, env_step: int, what: str, function: Callable, *args):
-    """``function(*args)``, an env call: its exceptions become one EnvStepError naming the
-    env, the call and the env step (bad data keeps its own message)."""
-    from tftrainers.envs.checks import EnvDataError
-    try:
-        return function(*args)
-    except EnvDataError as error:
-        raise EnvDataError(f"{env_id} at env step {env_step}: {error}") from error
-    except Exception as error:  # pylint: disable=broad-except
-        reason = (str(error).strip().splitlines() or [""])[0][:300]
-        raise EnvStepError(f"{env_id} raised {type(error).__name__} in {what} at env step "
-                           f"{env_step}: {reason} (--debug shows its traceback)") from error
-
-
 def _loop(env, trainers, stop, env_id: str = "the environment", check=None) -> None:
-    """Steps until every trainer is done or a stop signal arrives."""
+    """Steps until every trainer is done or a stop signal arrives.
+
+    Raises:
+        EnvStepError: an env call raised (naming the env, the call and the env step).
+        EnvDataError: ``check`` found bad data (prefixed with the env and the env step).
+        NonFiniteUpdateError: an update was refused (prefixed with its behavior).
+    """
+    from tftrainers.envs.checks import EnvDataError
     from tftrainers.trainers.finite import NonFiniteUpdateError
     specs = {name: env.behavior_specs[name] for name in trainers}
+    items = list(trainers.items())
     env_step = 0
-    _call_env(env_id, env_step, "reset()", env.reset)
-    while not stop.requested and not all(t.done for t in trainers.values()):
-        for name, trainer in trainers.items():
-            decision, terminal = _call_env(env_id, env_step, "get_steps()", env.get_steps,
-                                           name)
-            if check is not None:
-                _call_env(env_id, env_step, "its data", check, name, specs[name], decision,
-                          terminal)
-            actions = trainer.act(decision, terminal)
-            if len(decision):
-                _call_env(env_id, env_step, "set_actions()", env.set_actions, name, actions)
-        _call_env(env_id, env_step, "step()", env.step)
-        env_step += 1
-        for trainer in trainers.values():
-            try:
+    # Which env call is running (None: our code): a store per call instead of a wrapper.
+    calling = "reset()"
+    behavior = None
+    try:
+        env.reset()
+        calling = None
+        while not stop.requested and not all(t.done for t in trainers.values()):
+            for name, trainer in items:
+                calling = "get_steps()"
+                decision, terminal = env.get_steps(name)
+                calling = None
+                if check is not None:
+                    check(name, specs[name], decision, terminal)
+                actions = trainer.act(decision, terminal)
+                if len(decision):
+                    calling = "set_actions()"
+                    env.set_actions(name, actions)
+                    calling = None
+            calling = "step()"
+            env.step()
+            calling = None
+            env_step += 1
+            for behavior, trainer in items:
                 trainer.advance()
-            except NonFiniteUpdateError as error:
-                raise NonFiniteUpdateError(f"{trainer.behavior_name}: {error}") from error
+            behavior = None
+    except EnvDataError as error:
+        raise EnvDataError(f"{env_id} at env step {env_step}: {error}") from error
+    except NonFiniteUpdateError as error:
+        raise NonFiniteUpdateError(f"{behavior}: {error}") from error
+    except Exception as error:  # pylint: disable=broad-except
+        if calling is None:
+            raise  # ours, not the env's
+        reason = (str(error).strip().splitlines() or [""])[0][:300]
+        raise EnvStepError(f"{env_id} raised {type(error).__name__} in {calling} at env step "
+                           f"{env_step}: {reason} (--debug shows its traceback)") from error

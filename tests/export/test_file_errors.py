@@ -30,15 +30,6 @@ def run(tmp_path_factory):
     return root / "r"
 
 
-def fails(capsys, main, argv):
-    with pytest.raises(SystemExit) as exit_info:
-        main(argv)
-    err = capsys.readouterr().err.strip()
-    assert exit_info.value.code == 2, err
-    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
-    return err
-
-
 def evaluate(policy):
     return ["builtin:Basic", "--episodes", "1", "--policy", str(policy)]
 
@@ -49,60 +40,60 @@ def saved_model(run):
 
 
 @pytest.mark.parametrize("content", [b"garbage", None])
-def test_garbage_or_truncated_onnx(run, tmp_path, capsys, content):
+def test_garbage_or_truncated_onnx(run, tmp_path, one_line_error, content):
     path = tmp_path / "model.onnx"
     path.write_bytes(content if content else (run / "Basic.onnx").read_bytes()[:200])
-    err = fails(capsys, evaluate_main, evaluate(path))
+    err = one_line_error(evaluate_main, evaluate(path))
     assert f"{path}: not a readable ONNX model ([ONNXRuntimeError]" in err
 
 
-def test_damaged_savedmodel_variables_and_graph(run, tmp_path, capsys):
+def test_damaged_savedmodel_variables_and_graph(run, tmp_path, one_line_error):
     damaged = tmp_path / "variables"
     shutil.copytree(saved_model(run), damaged)
     for name in os.listdir(damaged / "variables"):
         if name.startswith("variables.data"):
             (damaged / "variables" / name).write_bytes(b"garbage")
-    assert f"{damaged}: the SavedModel cannot be read (" in fails(
-        capsys, evaluate_main, evaluate(damaged))
+    assert f"{damaged}: the SavedModel cannot be read (" in one_line_error(
+        evaluate_main, evaluate(damaged))
     broken = tmp_path / "graph"
     shutil.copytree(saved_model(run), broken)
     (broken / "saved_model.pb").write_bytes(b"\x08garbage")
-    assert f"{broken}: the SavedModel cannot be read (" in fails(
-        capsys, evaluate_main, evaluate(broken))
+    assert f"{broken}: the SavedModel cannot be read (" in one_line_error(
+        evaluate_main, evaluate(broken))
 
 
-def test_policy_folder_with_no_model(tmp_path, capsys):
+def test_policy_folder_with_no_model(tmp_path, one_line_error):
     assert f"{tmp_path}: no model in this folder: neither a training run (configuration.yaml) " \
-           f"nor a SavedModel" in fails(capsys, evaluate_main, evaluate(tmp_path))
+           f"nor a SavedModel" in one_line_error(evaluate_main, evaluate(tmp_path))
 
 
-def test_env_args_and_areas_that_cannot_work(tmp_path, capsys):
-    assert "gym:CartPole-v1: the env does not take env args foo=1" in fails(
-        capsys, evaluate_main, ["gym:CartPole-v1", "--policy", "random", "--env-args", "foo=1"])
-    assert "builtin:Basic: num_areas 200000000 means 200000000 agents, which need about" in fails(
-        capsys, evaluate_main, ["builtin:Basic", "--policy", "random", "--num-areas",
-                                "200000000"])
+def test_env_args_and_areas_that_cannot_work(tmp_path, one_line_error):
+    assert "gym:CartPole-v1: the env does not take env args foo=1" in one_line_error(
+        evaluate_main, ["gym:CartPole-v1", "--policy", "random", "--env-args", "foo=1"])
+    err = one_line_error(evaluate_main, ["builtin:Basic", "--policy", "random", "--num-areas",
+                                         "200000000"])
+    assert "builtin:Basic: num_areas 200000000 means 200000000 agents, which need about" in err
     config = tmp_path / "c.yaml"
     config.write_text(textwrap.dedent(CONFIG))
     results = str(tmp_path / "results")
-    assert "gym:CartPole-v1: the env does not take env args foo=1" in fails(
-        capsys, learn_main, [str(config), "--env", "gym:CartPole-v1", "--env-args", "foo=1",
-                             "--results-dir", results])
-    assert "need about" in fails(capsys, learn_main, [str(config), "--num-areas", "200000000",
+    assert "gym:CartPole-v1: the env does not take env args foo=1" in one_line_error(
+        learn_main, [str(config), "--env", "gym:CartPole-v1", "--env-args", "foo=1",
+                     "--results-dir", results])
+    assert "need about" in one_line_error(learn_main, [str(config), "--num-areas", "200000000",
                                                       "--results-dir", results, "--force"])
 
 
-def test_export_output_that_cannot_be_written(run, tmp_path, capsys, monkeypatch):
+def test_export_output_that_cannot_be_written(run, tmp_path, one_line_error, monkeypatch):
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
-    err = fails(capsys, export_main, [str(run), "--output", str(a_file / "out"),
-                                      "--format", "onnx"])
+    err = one_line_error(export_main, [str(run), "--output", str(a_file / "out"),
+                                       "--format", "onnx"])
     assert "cannot write the export of 'Basic' (Not a directory)" in err
 
     def read_only(path, *args, **kwargs):
         raise OSError(errno.EROFS, os.strerror(errno.EROFS), path)
     monkeypatch.setattr("tftrainers.export.artifacts.os.makedirs", read_only)
-    err = fails(capsys, export_main, [str(run), "--output", str(tmp_path / "ro")])
+    err = one_line_error(export_main, [str(run), "--output", str(tmp_path / "ro")])
     assert err == (f"tftrainers-export: error: {tmp_path / 'ro' / 'Basic'}: cannot write the "
                    f"export of 'Basic' (Read-only file system)")
 

@@ -171,7 +171,7 @@ def test_a_checkpoint_with_non_finite_weights_is_never_written(tmp_path):
 
 
 def test_a_full_disk_during_a_save_is_one_line_and_keeps_the_last_checkpoint(
-        tmp_path, monkeypatch, capsys):
+        tmp_path, monkeypatch, one_line_error):
     fsync, calls = os.fsync, []
 
     def full_after_the_first_save(fd):
@@ -181,10 +181,8 @@ def test_a_full_disk_during_a_save_is_one_line_and_keeps_the_last_checkpoint(
         fsync(fd)
     monkeypatch.setattr("tftrainers.checkpoint.os.fsync", full_after_the_first_save)
     results = str(tmp_path / "results")
-    with pytest.raises(SystemExit) as exit_info:
-        learn_main([write_config(tmp_path), "--run-id", "r", "--results-dir", results])
-    err = capsys.readouterr().err.strip()
-    assert exit_info.value.code == 2 and len(err.splitlines()) == 1, err
+    err = one_line_error(learn_main, [write_config(tmp_path), "--run-id", "r", "--results-dir",
+                                      results])
     directory = os.path.join(results, "r", "Basic", "checkpoints")
     (first,) = [e["step"] for e in checkpoint_entries(os.path.join(results, "r"))]
     assert "(No space left on device); the last complete checkpoint is " \
@@ -273,7 +271,8 @@ def test_a_resumed_run_writes_no_extra_checkpoint(finished, tmp_path):
     assert steps[:3] == before and len(steps) == 4 and 680 <= steps[3] < 690
 
 
-def test_changed_network_settings_and_observations_are_named(finished, tmp_path, capsys):
+def test_changed_network_settings_and_observations_are_named(finished, tmp_path, capsys,
+                                                              one_line_error):
     run = copy_of(finished, tmp_path)
     wider = write_config(tmp_path, CONFIG.replace("hidden_units: 8", "hidden_units: 64"), "w.yaml")
     results = str(run.parent)
@@ -293,9 +292,8 @@ def test_changed_network_settings_and_observations_are_named(finished, tmp_path,
     spec = json.loads((run / "Basic" / "behavior_spec.json").read_text())
     spec["observations"][0]["shape"] = [21]  # a run of an env with another observation size
     (run / "Basic" / "behavior_spec.json").write_text(json.dumps(spec))
-    with pytest.raises(SystemExit):
-        learn_main([write_config(tmp_path), "--run-id", "m", "--initialize-from", "r",
-                    "--results-dir", results])
-    assert capsys.readouterr().err.strip().endswith(
-        "cannot initialize from behavior 'Basic': observation 0 ('position'): the checkpoint "
-        "has vector shape [21], the environment has vector shape [20]")
+    err = one_line_error(learn_main, [write_config(tmp_path), "--run-id", "m",
+                                      "--initialize-from", "r", "--results-dir", results])
+    assert err.endswith("cannot initialize from behavior 'Basic': observation 0 ('position'): "
+                        "the checkpoint has vector shape [21], the environment has vector shape "
+                        "[20]")

@@ -53,38 +53,39 @@ def _fail(behavior: str, kind: str, what: str) -> EnvDataError:
     return EnvDataError(f"behavior '{behavior}' ({kind} steps): {what}")
 
 
-def _check_observation(behavior: str, kind: str, index: int, spec: ObservationSpec, obs,
-                       agent_id, n: int) -> None:
+def _observation_error(behavior: str, kind: str, index: int, spec: ObservationSpec, obs,
+                       agent_id, n: int) -> EnvDataError:
+    """What is wrong with an observation that failed the fast check."""
     name = f"observation {index} ('{spec.name}')"
-    if type(obs) is not np.ndarray or obs.dtype != _FLOAT32 or obs.shape[1:] != spec.shape \
-            or len(obs) != n:
-        if not isinstance(obs, np.ndarray):
-            raise _fail(behavior, kind, f"{name} is a {type(obs).__name__}, expected a float32 "
-                                        f"array of shape {_shape((n, *spec.shape))}")
-        if obs.shape[1:] != spec.shape or obs.ndim == 0 or len(obs) != n:
-            raise _fail(behavior, kind, f"{name} has shape {_shape(obs.shape)}, expected "
-                                        f"{_shape((n, *spec.shape))} ({n} agents x "
-                                        f"{_shape(spec.shape)})")
-        raise _fail(behavior, kind, f"{name} has dtype {obs.dtype}, expected float32")
-    if n and not np.isfinite(obs).all():
-        row, element, value = _where_nonfinite(obs)
-        raise _fail(behavior, kind, f"{_agent(agent_id, row)}: {name} holds {value} at "
-                                        f"element {element}")
+    if not isinstance(obs, np.ndarray):
+        return _fail(behavior, kind, f"{name} is a {type(obs).__name__}, expected a float32 "
+                                     f"array of shape {_shape((n, *spec.shape))}")
+    if obs.ndim == 0 or obs.shape[1:] != spec.shape or len(obs) != n:
+        return _fail(behavior, kind, f"{name} has shape {_shape(obs.shape)}, expected "
+                                     f"{_shape((n, *spec.shape))} ({n} agents x "
+                                     f"{_shape(spec.shape)})")
+    if obs.dtype != _FLOAT32:
+        return _fail(behavior, kind, f"{name} has dtype {obs.dtype}, expected float32")
+    row, element, value = _where_nonfinite(obs)
+    return _fail(behavior, kind, f"{_agent(agent_id, row)}: {name} holds {value} at element "
+                                 f"{element}")
 
 
-def _check_reward(behavior: str, kind: str, field: str, reward, agent_id, n: int) -> None:
-    if type(reward) is not np.ndarray or reward.dtype.kind != "f" or reward.shape != (n,):
+def _reward_error(behavior: str, kind: str, field: str, reward, agent_id,
+                  n: int) -> EnvDataError:
+    """What is wrong with a reward array that failed the fast check."""
+    if not isinstance(reward, np.ndarray) or reward.dtype.kind != "f" or reward.shape != (n,):
         shape = _shape(np.shape(reward)) if isinstance(reward, np.ndarray) else \
             type(reward).__name__
         dtype = f" of dtype {reward.dtype}" if isinstance(reward, np.ndarray) else ""
-        raise _fail(behavior, kind, f"{field} is {shape}{dtype}, expected a float array of "
-                                    f"shape {_shape((n,))}")
-    if n and not np.isfinite(reward).all():
-        row, _, value = _where_nonfinite(reward)
-        raise _fail(behavior, kind, f"{_agent(agent_id, row)}: {field} is {value}")
+        return _fail(behavior, kind, f"{field} is {shape}{dtype}, expected a float array of "
+                                     f"shape {_shape((n,))}")
+    row, _, value = _where_nonfinite(reward)
+    return _fail(behavior, kind, f"{_agent(agent_id, row)}: {field} is {value}")
 
 
 def _check(behavior: str, spec: BehaviorSpec, steps, kind: str) -> None:
+    # The fast path is one condition per array; the explanations run only on failure.
     agent_id = steps.agent_id
     n = len(agent_id)
     obs = steps.obs
@@ -93,10 +94,16 @@ def _check(behavior: str, spec: BehaviorSpec, steps, kind: str) -> None:
         raise _fail(behavior, kind, f"{len(obs)} observations, the behavior spec has "
                                     f"{len(specs)} ({', '.join(repr(s.name) for s in specs)})")
     for index, (o, obs_spec) in enumerate(zip(obs, specs)):
-        _check_observation(behavior, kind, index, obs_spec, o, agent_id, n)
-    _check_reward(behavior, kind, "reward", steps.reward, agent_id, n)
-    if steps.group_reward is not None and n:
-        _check_reward(behavior, kind, "group_reward", steps.group_reward, agent_id, n)
+        if type(o) is not np.ndarray or o.dtype != _FLOAT32 or o.shape[1:] != obs_spec.shape \
+                or len(o) != n or n and not np.isfinite(o).all():
+            raise _observation_error(behavior, kind, index, obs_spec, o, agent_id, n)
+    for field in ("reward", "group_reward"):
+        reward = getattr(steps, field)
+        if reward is None and field == "group_reward":
+            continue
+        if type(reward) is not np.ndarray or reward.dtype.kind != "f" or reward.ndim != 1 \
+                or len(reward) != n or n and not np.isfinite(reward).all():
+            raise _reward_error(behavior, kind, field, reward, agent_id, n)
 
 
 def check_steps(behavior_name: str, spec: BehaviorSpec, decision_steps, terminal_steps) -> None:
