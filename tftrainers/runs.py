@@ -163,8 +163,12 @@ def check_compatible(run_dir: str, behavior: str, spec: BehaviorSpec, settings,
     Raises:
         CheckpointError: one line naming the setting or observation and both values.
     """
-    trained = read_behavior_spec(run_dir, behavior)
     what = "resume" if purpose == "resume" else "initialize from"
+    behaviors = run_behaviors(run_dir)
+    if behavior not in behaviors:
+        raise CheckpointError(f"{run_dir}: cannot {what} behavior '{behavior}': the run has "
+                              f"{', '.join(behaviors) or 'no behavior'}")
+    trained = read_behavior_spec(run_dir, behavior)
     difference = spec_difference(trained, spec)
     if difference is None:
         difference = settings_difference(recorded_settings(run_dir, behavior), settings,
