@@ -81,10 +81,7 @@ class Checkpointer:
                 entries = json.load(f)["checkpoints"]
             return [{"step": int(e["step"]), "path": os.path.join(self.directory, e["name"])}
                     for e in entries]
-        except (ValueError, KeyError, TypeError) as error:
-            raise CheckpointError(f"{path}: the checkpoint index cannot be read "
-                                  f"({_reason(error)})") from error
-        except OSError as error:
+        except (ValueError, KeyError, TypeError, OSError) as error:
             raise CheckpointError(f"{path}: the checkpoint index cannot be read "
                                   f"({_reason(error)})") from None
 
@@ -132,6 +129,8 @@ class Checkpointer:
             self._write_index(entries)
         except (OSError, tf.errors.OpError) as error:
             shutil.rmtree(tmp, ignore_errors=True)
+            if os.path.isdir(old) and not os.path.exists(final):
+                os.rename(old, final)  # the one it was to replace stays
             raise CheckpointError(f"{self.directory}: cannot write the checkpoint of step "
                                   f"{step} ({_reason(error)}); {self._kept()}") from error
         shutil.rmtree(old, ignore_errors=True)

@@ -78,9 +78,9 @@ def _command(prog: str, interrupted: str = ""):
                     if _debug["on"]:
                         traceback.print_exc()
                     code = getattr(error, "exit_code", None)
+                    hint = "" if _debug["on"] else "; --debug shows the traceback"
                     message = str(error) if code is not None else (
-                        f"{type(error).__name__}: {error} (an internal error; --debug shows "
-                        f"the traceback)")
+                        f"{type(error).__name__}: {error} (an internal error{hint})")
                     print(f"{prog}: error: {_one_line(message)}", file=sys.stderr)
                     return code or 1
         return run
