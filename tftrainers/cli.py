@@ -1,4 +1,8 @@
-"""Console entry points. Bad usage prints one line and exits with code 2.
+"""Console entry points. Every error is one line (``--debug`` adds the traceback).
+
+Exit codes: 0 done; 1 the run failed (the env raised or sent bad data, an update was not
+finite, an internal error); 2 usage, config or file problems; 128 + signum when stopped by
+a signal (130 SIGINT, 143 SIGTERM; training saves first).
 
 ``learn_main`` / ``evaluate_main`` / ``export_main`` return an exit code (tests call them);
 the installed commands run them through ``_run_and_exit``.
@@ -6,23 +10,81 @@ the installed commands run them through ``_run_and_exit``.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
 import sys
+import traceback
 from typing import Callable, Dict, List, NoReturn, Optional, Sequence
 
 import yaml
+
+from tftrainers.signals import Interrupted, signal_name, stop_signals
 
 # TensorFlow's C++ start-up lines (oneDNN, CUDA probing) drown the console otherwise.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
+_debug = {"on": False}  # the running command's --debug
+
+
+def _one_line(message) -> str:
+    return " ".join(str(message).split("\n")).strip()
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (and exit code 2)."""
+    """argparse, but a usage error is one line (and exit code 2); every command takes
+    ``--debug``."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.add_argument("--debug", action="store_true",
+                          help="show the full traceback of an error")
+
+    def parse_args(self, args=None, namespace=None):
+        parsed = super().parse_args(args, namespace)
+        _debug["on"] = parsed.debug
+        return parsed
 
     def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        if _debug["on"] and sys.exc_info()[0] is not None:
+            traceback.print_exc()
+        self.exit(2, f"{self.prog}: error: {_one_line(message)}\n")
+
+
+def _command(prog: str, interrupted: str = ""):
+    """Wraps a command's main: SIGINT/SIGTERM handled from its first line (before
+    TensorFlow is imported), and every error that reaches here printed as one line."""
+    def wrap(main):
+        @functools.wraps(main)
+        def run(argv: Optional[List[str]] = None) -> int:
+            _debug["on"] = False
+            with stop_signals(prog):
+                try:
+                    return main(argv)
+                except Interrupted as stop:
+                    print(f"{prog}: interrupted by {signal_name(stop.signum)}{interrupted}",
+                          file=sys.stderr)
+                    return stop.exit_code
+                except OSError as error:  # a file problem not named more precisely on the way
+                    if _debug["on"]:
+                        traceback.print_exc()
+                    where = f"{error.filename}: " if error.filename else ""
+                    print(f"{prog}: error: {where}{_one_line(error.strerror or error)}",
+                          file=sys.stderr)
+                    return 2
+                except Exception as error:  # pylint: disable=broad-except
+                    if _debug["on"]:
+                        traceback.print_exc()
+                    code = getattr(error, "exit_code", None)
+                    hint = "" if _debug["on"] else "; --debug shows the traceback"
+                    message = str(error) if code is not None else (
+                        f"{type(error).__name__}: {error} (an internal error{hint})")
+                    print(f"{prog}: error: {_one_line(message)}", file=sys.stderr)
+                    return code or 1
+        return run
+    return wrap
 
 
 def parse_env_args(items: Sequence[str]) -> Dict[str, object]:
@@ -46,6 +108,7 @@ def _add_env_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the env and the policy")
 
 
+@_command("tftrainers-evaluate")
 def evaluate_main(argv: Optional[List[str]] = None) -> int:
     """``tftrainers-evaluate ENV_ID --policy P``: prints one JSON line per behavior, last."""
     from tftrainers.evaluate import POLICY_HELP, evaluate, make_policy
@@ -82,6 +145,7 @@ def evaluate_main(argv: Optional[List[str]] = None) -> int:
     return 0
 
 
+@_command("tftrainers-learn", interrupted=" before training started; nothing to save")
 def learn_main(argv: Optional[List[str]] = None) -> int:
     """``tftrainers-learn CONFIG``: train (or run in inference) as ``mlagents-learn`` does."""
     from tftrainers.checkpoint import CheckpointError
@@ -131,6 +195,7 @@ def learn_main(argv: Optional[List[str]] = None) -> int:
         parser.error(str(error))
 
 
+@_command("tftrainers-export")
 def export_main(argv: Optional[List[str]] = None) -> int:
     """``tftrainers-export results/RUN``: ONNX and SavedModel of a run's latest checkpoints."""
     from tftrainers.checkpoint import CheckpointError

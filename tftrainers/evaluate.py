@@ -10,12 +10,14 @@ memory also get ``policy.episode_ended(behavior_name, agent_ids)``.
 from __future__ import annotations
 
 import os
+import sys
 from typing import Callable, Dict, List
 
 import numpy as np
 
 from tftrainers.envs import ActionTuple, BaseEnv, DecisionSteps
 from tftrainers.envs.agent_rows import AgentRows
+from tftrainers.envs.checks import check_steps
 
 Policy = Callable[[str, DecisionSteps], ActionTuple]
 POLICY_HELP = ("heuristic (the env's teacher), random, a run folder results/RUN (its latest "
@@ -40,7 +42,11 @@ class CheckpointPolicy:
 
     def __init__(self, run_dir: str, env: BaseEnv, seed: int = 0, deterministic: bool = False):
         from tftrainers.runs import load_policy
-        self.policies = {name: load_policy(run_dir, name, spec, deterministic, seed)
+
+        def warn(line):
+            print(line, file=sys.stderr)
+        # The newest complete checkpoint, also while the run trains (and prunes).
+        self.policies = {name: load_policy(run_dir, name, spec, deterministic, seed, log=warn)
                          for name, spec in env.behavior_specs.items()}
 
     def __call__(self, behavior_name: str, decision_steps: DecisionSteps) -> ActionTuple:
@@ -85,7 +91,12 @@ def make_policy(name: str, env: BaseEnv, seed: int = 0, deterministic: bool = Fa
     if os.path.isfile(os.path.join(name, "configuration.yaml")):
         return CheckpointPolicy(name, env, seed, deterministic)
     if os.path.isdir(name):
-        return ExportedPolicy(name, env, deterministic)
+        try:
+            return ExportedPolicy(name, env, deterministic)
+        except FileNotFoundError:
+            raise ValueError(f"{name}: no model in this folder: neither a training run "
+                             f"(configuration.yaml) nor a SavedModel (saved_model.pb in it or "
+                             f"in a numbered version folder)") from None
     raise ValueError(f"unknown policy '{name}'; use {POLICY_HELP}")
 
 
@@ -150,14 +161,17 @@ def evaluate(env: BaseEnv, policy: Policy, episodes: int = 10,
 
     Raises:
         RuntimeError: when ``max_env_steps`` pass before that.
+        tftrainers.envs.checks.EnvDataError: the env sent NaN/inf or misshapen data.
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     tallies = {name: _EpisodeTally(episodes) for name in env.behavior_specs}
+    specs = env.behavior_specs
     env.reset()
     for _ in range(max_env_steps):
         for name, tally in tallies.items():
             decision, terminal = env.get_steps(name)
+            check_steps(name, specs[name], decision, terminal)
             tally.add(decision, terminal)
             if len(terminal) and hasattr(policy, "episode_ended"):
                 policy.episode_ended(name, terminal.agent_id)

@@ -24,6 +24,7 @@ import numpy as np
 from tftrainers.envs.base import (ActionSpec, ActionTuple, BaseEnv, BehaviorSpec,
                                   DecisionSteps, ObservationSpec, TerminalSteps,
                                   validate_actions)
+from tftrainers.envs.checks import check_agent_memory
 
 
 class AreaEnv(BaseEnv):
@@ -35,6 +36,9 @@ class AreaEnv(BaseEnv):
     max_episode_steps: int = 100
     # env arg -> default, or (default, choice, ...) for a fixed set of choices
     env_arg_defaults: Mapping[str, Any] = {}
+    # The env's own per-agent state besides observations (a generous guess for the memory
+    # check: a few float64 vectors).
+    state_bytes_per_agent: int = 256
 
     def __init__(self, seed: int = 0, num_areas: int | None = None, **env_args):
         self.args = parse_env_args(self.name, env_args, self.env_arg_defaults)
@@ -45,6 +49,8 @@ class AreaEnv(BaseEnv):
         self.n_agents = num_areas * self.agents_per_area
         self.rng = np.random.default_rng(seed)
         self._spec = BehaviorSpec(tuple(self.observation_specs()), self.action_spec())
+        check_agent_memory(self._env_id(), self.n_agents, self._spec.observation_specs,
+                           self.state_bytes_per_agent, count=num_areas)
         self._all_rows = np.arange(self.n_agents)
         self._agent_ids = self._all_rows.astype(np.int32)
         self._episode_steps = np.zeros(self.n_agents, np.int64)
@@ -169,6 +175,9 @@ class AreaEnv(BaseEnv):
         if behavior_name != self.name:
             raise KeyError(f"{self!r} has no behavior '{behavior_name}'; "
                            f"its behavior is '{self.name}'")
+
+    def _env_id(self) -> str:
+        return f"builtin:{self.name}"
 
     def __repr__(self) -> str:
         return f"builtin:{self.name}(num_areas={self.num_areas}, agents={self.n_agents})"

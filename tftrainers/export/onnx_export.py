@@ -10,7 +10,6 @@ and every output (constants included) is produced by a node.
 """
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import tempfile
@@ -21,6 +20,7 @@ import tf2onnx
 
 from tftrainers.export.signature import (MODEL_VERSION, inference_function, input_signature,
                                          output_names)
+from tftrainers.logs import quiet_logger
 
 #: Opsets a Unity project can import (Sentis reads 7..15; ML-Agents' exporter writes 9),
 #: from ML-Agents' own up: every one converts these graphs and matches Keras (tests).
@@ -91,7 +91,8 @@ def export_onnx(policy, path: str, opset: int = DEFAULT_OPSET) -> str:
     model = policy_to_onnx(policy, opset)
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".onnx.tmp", dir=folder)
+    # ".tmp-" marks it for the leftover cleanup of a run killed meanwhile.
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".onnx", dir=folder)
     os.close(fd)
     try:
         onnx.save(model, tmp)
@@ -103,17 +104,10 @@ def export_onnx(policy, path: str, opset: int = DEFAULT_OPSET) -> str:
     return path
 
 
-@contextlib.contextmanager
 def quiet_tf2onnx():
     """tf2onnx logs its version banner and every optimizer pass at INFO: a page per
     conversion in an application that logs at INFO. Warnings still show."""
-    logger = logging.getLogger("tf2onnx")
-    level = logger.level
-    logger.setLevel(logging.WARNING)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
+    return quiet_logger("tf2onnx", logging.WARNING)
 
 
 def check_converted(model: onnx.ModelProto, opset: int) -> None:

@@ -18,7 +18,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from tftrainers.checkpoint import Checkpointer, CheckpointError
+from tftrainers.checkpoint import Checkpointer
 from tftrainers.envs import ActionTuple, BehaviorSpec, DecisionSteps, TerminalSteps
 from tftrainers.processing import (AgentBuffer, AgentProcessor, BufferKey, StreamField,
                                    Trajectory, next_obs_key, stream_key)
@@ -44,6 +44,7 @@ class OnPolicyTrainer(abc.ABC):
         self.spec = spec
         self.settings = settings
         self.inference = inference
+        self.log = log
         if getattr(settings.hyperparameters, "shared_critic", False):
             raise ConfigError(f"behaviors.{behavior_name}.hyperparameters.shared_critic: true is "
                               f"not available in this version; allowed: false")
@@ -161,9 +162,11 @@ class OnPolicyTrainer(abc.ABC):
             while self._next_summary <= self.step:
                 self._next_summary += self.settings.summary_freq
         if self.step >= self._next_checkpoint and not self.inference:
-            self.save()
+            # Advanced first: the checkpoint records the next one, so a run resumed from
+            # it does not save again a few steps later.
             while self._next_checkpoint <= self.step:
                 self._next_checkpoint += self.settings.checkpoint_interval
+            self.save()
         if self.progress is not None and self.progress.due():
             self.progress.update(self.behavior_name, self.step, self.settings.max_steps,
                                  self.stats.latest_mean(CUMULATIVE_REWARD),
@@ -322,13 +325,16 @@ class OnPolicyTrainer(abc.ABC):
         prune_exports(self.run_dir, self.behavior_name, self.settings.keep_checkpoints)
         return path
 
+    _STATE_KEYS = ("step", "policy_rng", "trainer_rng", "next_summary", "next_checkpoint")
+
     def restore_latest(self) -> None:
-        """Continues from the latest checkpoint (``--resume``)."""
-        path = self.checkpointer.latest()
-        if path is None:
-            raise CheckpointError(f"{self.checkpointer.directory}: no checkpoint to resume "
-                                  f"'{self.behavior_name}' from")
-        state = Checkpointer.restore(path, self.trackables())
+        """Continues from the latest checkpoint (``--resume``), or from the newest one that
+        reads completely when the latest is damaged (saying which and why)."""
+        entry, state, skipped = self.checkpointer.restore_newest(
+            self.trackables(), required=self._STATE_KEYS, repair=True)
+        if skipped:
+            self.log(f"[WARNING] {self.behavior_name}: resumed from {entry['path']} (step "
+                     f"{entry['step']}) because {'; '.join(skipped)}; set aside as *.damaged")
         self.policy.weights_changed()
         self.step = int(state["step"])
         self.policy.set_rng_state(state["policy_rng"])
@@ -336,15 +342,17 @@ class OnPolicyTrainer(abc.ABC):
         self.stats.elapsed_offset = float(state.get("elapsed", 0.0))
         self._next_summary = int(state["next_summary"])
         self._next_checkpoint = int(state["next_checkpoint"])
+        while self._next_checkpoint <= self.step:  # checkpoints of earlier versions
+            self._next_checkpoint += self.settings.checkpoint_interval
         self._saved_step = self.step
         self.stats.start_period(self.step)
 
     def initialize_from(self, run_dir: str) -> None:
         """Copies the policy weights of another run (``--initialize-from``); step stays 0."""
         directory = os.path.join(run_dir, self.behavior_name, "checkpoints")
-        path = Checkpointer(directory, self.behavior_name).latest()
-        if path is None:
-            raise CheckpointError(f"{directory}: no checkpoint to initialize "
-                                  f"'{self.behavior_name}' from")
-        Checkpointer.restore(path, self.policy.trackables())
+        entry, _, skipped = Checkpointer(directory, self.behavior_name).restore_newest(
+            self.policy.trackables())
+        if skipped:
+            self.log(f"[WARNING] {self.behavior_name}: initialized from {entry['path']} "
+                     f"because {'; '.join(skipped)}")
         self.policy.weights_changed()

@@ -16,7 +16,9 @@ capacity, so XLA compiles once per capacity rather than per buffer length) with 
 shape matrix of minibatch indices (``num_epoch`` shuffled passes, whole sequences for
 recurrent policies) and the number of rows to use; the minibatch loop runs in the graph.
 Learned reward signals (curiosity, RND) take their gradient step on each minibatch inside
-the same loop, as ML-Agents interleaves them.
+the same loop, as ML-Agents interleaves them. An update whose losses or new weights are not
+finite is undone inside the same call (``finite.FiniteGuard``: weights and Adam state as
+they were) and refused with ``NonFiniteUpdateError``.
 """
 from __future__ import annotations
 
@@ -33,6 +35,8 @@ from tftrainers.rewards import RewardBatch, RewardProvider, masked_mean
 from tftrainers.settings import PPOSettings
 from tftrainers.trainers.adam import FusedAdam
 from tftrainers.trainers.compiled import CompiledFunction
+from tftrainers.trainers.finite import (FiniteGuard, NonFiniteUpdateError, refusal_message,
+                                        variables_of)
 from tftrainers.trainers.policy import Policy, bucket, obs_signature, pad_rows
 from tftrainers.trainers.schedules import (BETA_FLOOR, EPSILON_FLOOR, LEARNING_RATE_FLOOR,
                                            decayed_value)
@@ -97,6 +101,9 @@ class PPOOptimizer:
         self.variables = policy.actor.trainable_variables + policy.critic.trainable_variables
         self.optimizer = FusedAdam(self.variables, hyperparameters.learning_rate, epsilon=1e-8,
                                    global_clipnorm=hyperparameters.max_grad_norm)
+        # Everything an update changes: restored in the graph if the update is not finite.
+        self._guard = FiniteGuard(list(self.variables) + list(self.optimizer.variables) + [
+            v for p in self.reward_providers for v in variables_of(p.trackables()).values()])
         spec = policy.spec
         c = spec.action_spec.continuous_size
         b = spec.action_spec.discrete_size
@@ -168,11 +175,13 @@ class PPOOptimizer:
     # --- compiled ---------------------------------------------------------------------------
     def _update_all(self, buffer: PPOBatch, index: tf.Tensor, count: tf.Tensor,
                     learning_rate: tf.Tensor, beta: tf.Tensor,
-                    epsilon: tf.Tensor) -> Tuple[Dict[str, tf.Tensor], tf.Tensor]:
+                    epsilon: tf.Tensor) -> Tuple[Dict[str, tf.Tensor], tf.Tensor, tf.Tensor]:
         """Gradient steps on the minibatches ``index[:count]`` ([rows, batch] step indices);
-        returns the mean stats and the trained variables' new values (one flat vector)."""
+        returns the mean stats, the trained variables' new values (one flat vector) and
+        whether all of it was finite (if not, every variable was put back as it was)."""
         seq = self.sequence_length
         names = self.stat_names
+        saved = self._guard.snapshot()
         # In the graph: an eager assign costs ~0.5 ms in an env loop, the update ~5.
         self.optimizer.learning_rate.assign(learning_rate)
 
@@ -194,10 +203,11 @@ class PPOOptimizer:
         _, totals = tf.while_loop(lambda i, _: i < count, body,
                                   (tf.constant(0), tuple(tf.constant(0.0) for _ in names)))
         n = tf.cast(tf.maximum(count, 1), tf.float32)
+        stats = {k: v / n for k, v in zip(names, totals)}
+        finite = self._guard.restore_unless_finite(saved, list(stats.values()))
         # The new weights leave with the stats: the onnxruntime act call needs them next,
         # and reading them in a call of their own costs more than the copy.
-        return ({k: v / n for k, v in zip(names, totals)},
-                self.optimizer.flat_values(self.variables))
+        return stats, self.optimizer.flat_values(self.variables), finite
 
     def _update_step(self, batch: PPOBatch, beta: tf.Tensor, epsilon: tf.Tensor):
         """One gradient step on a minibatch (``batch.memory``: [sequences, memory_size])."""
@@ -228,18 +238,24 @@ class PPOOptimizer:
 
         Returns:
             Mean losses and the schedules' current values, by ML-Agents stat name.
+
+        Raises:
+            NonFiniteUpdateError: a loss or a new weight was NaN or inf; the update was
+                undone (weights and optimizer state as before it).
         """
         self.wait_for_compile()
         values = self.schedules(step)
         n_steps = len(buffer)
         capacity = self.capacity(n_steps)
         index, count = self.minibatch_index(n_steps, capacity, rng)
-        out, weights = self.update_fn(self.make_batch(buffer, capacity), index, count,
-                                      values["learning_rate"], values["beta"],
-                                      values["epsilon"])
+        out, weights, finite = self.update_fn(self.make_batch(buffer, capacity), index, count,
+                                              values["learning_rate"], values["beta"],
+                                              values["epsilon"])
+        stats = {key: float(value) for key, value in out.items()}
+        if not bool(finite):
+            raise NonFiniteUpdateError(refusal_message(step, stats))
         self.policy.weights_changed(dict(zip(map(id, self.variables),
                                              self.optimizer.unflatten(weights.numpy()))))
-        stats = {key: float(value) for key, value in out.items()}
         stats.update({"Policy/Learning Rate": values["learning_rate"],
                       "Policy/Beta": values["beta"], "Policy/Epsilon": values["epsilon"]})
         return stats
