@@ -167,6 +167,54 @@ def export_main(argv: Optional[List[str]] = None) -> int:
     return 0
 
 
+def record_main(argv: Optional[List[str]] = None) -> int:
+    """``tftrainers-record ENV_ID --policy P --episodes N --output FILE.demo``: writes a Unity
+    ``.demo`` file of whole episodes; prints one JSON line, last."""
+    from tftrainers.evaluate import POLICY_HELP, make_policy
+    from tftrainers.envs import make
+    from tftrainers.record import record
+
+    parser = _Parser(prog="tftrainers-record",
+                     description="Record demonstrations of a policy to a Unity .demo file.")
+    _add_env_arguments(parser)
+    parser.add_argument("--policy", required=True, help=POLICY_HELP)
+    parser.add_argument("--episodes", type=int, required=True, help="whole episodes to record")
+    parser.add_argument("--output", required=True, metavar="FILE.demo",
+                        help="the file to write (replaced if it exists)")
+    parser.add_argument("--behavior", default=None,
+                        help="the behavior to record (default: the env's only behavior)")
+    parser.add_argument("--deterministic", action="store_true",
+                        help="take the most likely actions instead of sampling")
+    args = parser.parse_args(argv)
+    if args.episodes < 1:
+        parser.error(f"--episodes must be >= 1, got {args.episodes}")
+    if not args.output.endswith(".demo"):
+        parser.error(f"--output must end with .demo (ML-Agents reads only .demo files), "
+                     f"got '{args.output}'")
+    folder = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(folder):
+        parser.error(f"--output {args.output}: no such folder {folder}")
+    try:
+        env = make(args.env_id, seed=args.seed, num_areas=args.num_areas,
+                   **parse_env_args(args.env_args))
+    except (ValueError, ImportError) as error:
+        parser.error(str(error))
+    with env:
+        try:
+            policy = make_policy(args.policy, env, seed=args.seed,
+                                 deterministic=args.deterministic)
+            summary = record(env, policy, args.output, args.episodes, args.behavior)
+        except (ValueError, RuntimeError) as error:  # includes ConfigError and CheckpointError
+            parser.error(str(error))
+        except OSError as error:
+            parser.error(f"--output {args.output}: {error.strerror}")
+    print(f"{summary.behavior}: recorded {summary.episodes} episodes, {summary.steps} steps, "
+          f"mean return {summary.mean_reward:.3f} to {summary.path} "
+          f"({os.path.getsize(summary.path) / 1024:.1f} KiB)", file=sys.stderr)
+    print(json.dumps(summary._asdict()))
+    return 0
+
+
 def _run_and_exit(main: Callable[[], int]) -> NoReturn:
     """Runs a command and ends the process without the interpreter's teardown, which with
     TensorFlow loaded takes about a second. Everything the commands write (checkpoints,
@@ -189,6 +237,10 @@ def evaluate() -> NoReturn:
 
 def export() -> NoReturn:
     _run_and_exit(export_main)
+
+
+def record() -> NoReturn:
+    _run_and_exit(record_main)
 
 
 if __name__ == "__main__":
