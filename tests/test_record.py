@@ -174,3 +174,13 @@ def test_usage_errors_exit_2_with_one_line(tmp_path, capsys, monkeypatch, argv, 
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("name,episodes,low", [("Pyramids", 6, 1.8), ("GridWorld", 100, 0.9),
+                                               ("Basic", 100, 0.9), ("Ball3D", 15, 99)])
+def test_the_committed_demos_fit_their_envs(name, episodes, low):
+    import os
+    path = os.path.join(os.path.dirname(__file__), "..", "configs", "demos", f"{name}.demo")
+    spec = make(f"builtin:{name}").behavior_specs[name]
+    demos = load_demonstrations(path, spec=spec, behavior_name=name)
+    assert demos.num_episodes == episodes and demos.mean_reward > low
