@@ -46,32 +46,49 @@ def _add_env_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the env and the policy")
 
 
+def _add_policy_arguments(parser: argparse.ArgumentParser) -> None:
+    from tftrainers.evaluate import POLICY_HELP
+    parser.add_argument("--policy", required=True, help=POLICY_HELP)
+    parser.add_argument("--deterministic", action="store_true",
+                        help="take the most likely actions instead of sampling")
+
+
+def _make_env(parser: argparse.ArgumentParser, args: argparse.Namespace):
+    """The env of ``_add_env_arguments``' flags; a bad id or env arg is a usage error."""
+    from tftrainers.envs import make
+    try:
+        return make(args.env_id, seed=args.seed, num_areas=args.num_areas,
+                    **parse_env_args(args.env_args))
+    except (ValueError, ImportError) as error:
+        parser.error(str(error))
+
+
+def _make_policy(parser: argparse.ArgumentParser, args: argparse.Namespace, env):
+    """The policy of ``_add_policy_arguments``' flags; an unusable one is a usage error."""
+    from tftrainers.evaluate import make_policy
+    try:
+        return make_policy(args.policy, env, seed=args.seed, deterministic=args.deterministic)
+    except ValueError as error:  # includes ConfigError and CheckpointError
+        parser.error(str(error))
+
+
 def evaluate_main(argv: Optional[List[str]] = None) -> int:
     """``tftrainers-evaluate ENV_ID --policy P``: prints one JSON line per behavior, last."""
-    from tftrainers.evaluate import POLICY_HELP, evaluate, make_policy
-    from tftrainers.envs import make
+    from tftrainers.evaluate import evaluate
 
     parser = _Parser(prog="tftrainers-evaluate",
                      description="Run whole episodes of a policy and report its return.")
     _add_env_arguments(parser)
-    parser.add_argument("--policy", required=True, help=POLICY_HELP)
+    _add_policy_arguments(parser)
     parser.add_argument("--episodes", type=int, default=10, help="episodes per behavior")
-    parser.add_argument("--deterministic", action="store_true",
-                        help="take the most likely actions instead of sampling")
     args = parser.parse_args(argv)
     if args.episodes < 1:
         parser.error(f"--episodes must be >= 1, got {args.episodes}")
-    try:
-        env = make(args.env_id, seed=args.seed, num_areas=args.num_areas,
-                   **parse_env_args(args.env_args))
-    except (ValueError, ImportError) as error:
-        parser.error(str(error))
-    with env:
+    with _make_env(parser, args) as env:
+        policy = _make_policy(parser, args, env)
         try:
-            policy = make_policy(args.policy, env, seed=args.seed,
-                                 deterministic=args.deterministic)
             results = evaluate(env, policy, episodes=args.episodes)
-        except ValueError as error:  # includes ConfigError and CheckpointError
+        except ValueError as error:
             parser.error(str(error))
     for result in results.values():
         print(f"{result['behavior']}: {result['episodes']} episodes, mean reward "
@@ -170,21 +187,17 @@ def export_main(argv: Optional[List[str]] = None) -> int:
 def record_main(argv: Optional[List[str]] = None) -> int:
     """``tftrainers-record ENV_ID --policy P --episodes N --output FILE.demo``: writes a Unity
     ``.demo`` file of whole episodes; prints one JSON line, last."""
-    from tftrainers.evaluate import POLICY_HELP, make_policy
-    from tftrainers.envs import make
     from tftrainers.record import record
 
     parser = _Parser(prog="tftrainers-record",
                      description="Record demonstrations of a policy to a Unity .demo file.")
     _add_env_arguments(parser)
-    parser.add_argument("--policy", required=True, help=POLICY_HELP)
+    _add_policy_arguments(parser)
     parser.add_argument("--episodes", type=int, required=True, help="whole episodes to record")
     parser.add_argument("--output", required=True, metavar="FILE.demo",
                         help="the file to write (replaced if it exists)")
     parser.add_argument("--behavior", default=None,
                         help="the behavior to record (default: the env's only behavior)")
-    parser.add_argument("--deterministic", action="store_true",
-                        help="take the most likely actions instead of sampling")
     args = parser.parse_args(argv)
     if args.episodes < 1:
         parser.error(f"--episodes must be >= 1, got {args.episodes}")
@@ -194,17 +207,11 @@ def record_main(argv: Optional[List[str]] = None) -> int:
     folder = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(folder):
         parser.error(f"--output {args.output}: no such folder {folder}")
-    try:
-        env = make(args.env_id, seed=args.seed, num_areas=args.num_areas,
-                   **parse_env_args(args.env_args))
-    except (ValueError, ImportError) as error:
-        parser.error(str(error))
-    with env:
+    with _make_env(parser, args) as env:
+        policy = _make_policy(parser, args, env)
         try:
-            policy = make_policy(args.policy, env, seed=args.seed,
-                                 deterministic=args.deterministic)
             summary = record(env, policy, args.output, args.episodes, args.behavior)
-        except (ValueError, RuntimeError) as error:  # includes ConfigError and CheckpointError
+        except (ValueError, RuntimeError) as error:
             parser.error(str(error))
         except OSError as error:
             parser.error(f"--output {args.output}: {error.strerror}")

@@ -791,7 +791,11 @@ class DemonstrationWriter:
         self._file.write(header)
         self._file.close()
         self._file = None
-        os.replace(self._tmp, self.path)
+        try:
+            os.replace(self._tmp, self.path)
+        except OSError:
+            os.remove(self._tmp)
+            raise
 
     def abort(self) -> None:
         """Drops the file being written."""
