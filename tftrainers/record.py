@@ -67,6 +67,8 @@ class _OpenEpisodes:
 
     def pop(self, episodes: np.ndarray, keep: np.ndarray) -> List[Records]:
         """Removes ``episodes``; returns the records of those with ``keep``, in order."""
+        if not len(episodes):
+            return []
         ids = self.columns["episode"][:self.size]
         ending = np.isin(ids, episodes)
         out = []

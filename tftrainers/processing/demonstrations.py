@@ -292,24 +292,28 @@ def read_demo_file(path: str, action_pairing: str = "auto"
 
     if not data:
         raise fail("not a .demo file (it is empty)")
+    not_demo = ("not a .demo file (no DemonstrationMetaProto header and "
+                "BrainParametersProto at offset 33)")
     try:
         size, pos = _read_varint(data, 0)
         if pos + size > BRAIN_PARAMETERS_OFFSET or BRAIN_PARAMETERS_OFFSET >= len(data):
             raise ValueError("no header")
         meta = proto.DemonstrationMetaProto.FromString(data[pos:pos + size])
+    except (ValueError, DecodeError) as error:
+        raise fail(not_demo) from error
+    if meta.api_version not in SUPPORTED_API_VERSIONS:
+        raise fail(f"unsupported api_version {meta.api_version}; supported: "
+                   f"{', '.join(map(str, SUPPORTED_API_VERSIONS))}")
+    try:
+        if meta.number_steps < 0:
+            raise ValueError("negative number_steps")
         size, pos = _read_varint(data, BRAIN_PARAMETERS_OFFSET)
         if pos + size > len(data):
             raise ValueError("no brain parameters")
         brain = proto.BrainParametersProto.FromString(data[pos:pos + size])
         action_spec = _action_spec(brain)
     except (ValueError, DecodeError) as error:
-        raise fail("not a .demo file (no DemonstrationMetaProto header and "
-                   "BrainParametersProto at offset 33)") from error
-    if meta.api_version not in SUPPORTED_API_VERSIONS:
-        raise fail(f"unsupported api_version {meta.api_version}; supported: "
-                   f"{', '.join(map(str, SUPPORTED_API_VERSIONS))}")
-    if meta.number_steps < 0:
-        raise fail(f"not a .demo file (number_steps {meta.number_steps})")
+        raise fail(not_demo) from error
     pos += size
     pairs = []
     # Unity rewrites the header when it closes the file; a file it never closed says 0
