@@ -108,33 +108,50 @@ def _add_env_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the env and the policy")
 
 
+def _add_policy_arguments(parser: argparse.ArgumentParser) -> None:
+    from tftrainers.evaluate import POLICY_HELP
+    parser.add_argument("--policy", required=True, help=POLICY_HELP)
+    parser.add_argument("--deterministic", action="store_true",
+                        help="take the most likely actions instead of sampling")
+
+
+def _make_env(parser: argparse.ArgumentParser, args: argparse.Namespace):
+    """The env of ``_add_env_arguments``' flags; a bad id or env arg is a usage error."""
+    from tftrainers.envs import make
+    try:
+        return make(args.env_id, seed=args.seed, num_areas=args.num_areas,
+                    **parse_env_args(args.env_args))
+    except (ValueError, ImportError) as error:
+        parser.error(str(error))
+
+
+def _make_policy(parser: argparse.ArgumentParser, args: argparse.Namespace, env):
+    """The policy of ``_add_policy_arguments``' flags; an unusable one is a usage error."""
+    from tftrainers.evaluate import make_policy
+    try:
+        return make_policy(args.policy, env, seed=args.seed, deterministic=args.deterministic)
+    except ValueError as error:  # includes ConfigError and CheckpointError
+        parser.error(str(error))
+
+
 @_command("tftrainers-evaluate")
 def evaluate_main(argv: Optional[List[str]] = None) -> int:
     """``tftrainers-evaluate ENV_ID --policy P``: prints one JSON line per behavior, last."""
-    from tftrainers.evaluate import POLICY_HELP, evaluate, make_policy
-    from tftrainers.envs import make
+    from tftrainers.evaluate import evaluate
 
     parser = _Parser(prog="tftrainers-evaluate",
                      description="Run whole episodes of a policy and report its return.")
     _add_env_arguments(parser)
-    parser.add_argument("--policy", required=True, help=POLICY_HELP)
+    _add_policy_arguments(parser)
     parser.add_argument("--episodes", type=int, default=10, help="episodes per behavior")
-    parser.add_argument("--deterministic", action="store_true",
-                        help="take the most likely actions instead of sampling")
     args = parser.parse_args(argv)
     if args.episodes < 1:
         parser.error(f"--episodes must be >= 1, got {args.episodes}")
-    try:
-        env = make(args.env_id, seed=args.seed, num_areas=args.num_areas,
-                   **parse_env_args(args.env_args))
-    except (ValueError, ImportError) as error:
-        parser.error(str(error))
-    with env:
+    with _make_env(parser, args) as env:
+        policy = _make_policy(parser, args, env)
         try:
-            policy = make_policy(args.policy, env, seed=args.seed,
-                                 deterministic=args.deterministic)
             results = evaluate(env, policy, episodes=args.episodes)
-        except ValueError as error:  # includes ConfigError and CheckpointError
+        except ValueError as error:
             parser.error(str(error))
     for result in results.values():
         print(f"{result['behavior']}: {result['episodes']} episodes, mean reward "
@@ -232,6 +249,45 @@ def export_main(argv: Optional[List[str]] = None) -> int:
     return 0
 
 
+@_command("tftrainers-record")
+def record_main(argv: Optional[List[str]] = None) -> int:
+    """``tftrainers-record ENV_ID --policy P --episodes N --output FILE.demo``: writes a Unity
+    ``.demo`` file of whole episodes; prints one JSON line, last."""
+    from tftrainers.record import record
+
+    parser = _Parser(prog="tftrainers-record",
+                     description="Record demonstrations of a policy to a Unity .demo file.")
+    _add_env_arguments(parser)
+    _add_policy_arguments(parser)
+    parser.add_argument("--episodes", type=int, required=True, help="whole episodes to record")
+    parser.add_argument("--output", required=True, metavar="FILE.demo",
+                        help="the file to write (replaced if it exists)")
+    parser.add_argument("--behavior", default=None,
+                        help="the behavior to record (default: the env's only behavior)")
+    args = parser.parse_args(argv)
+    if args.episodes < 1:
+        parser.error(f"--episodes must be >= 1, got {args.episodes}")
+    if not args.output.endswith(".demo"):
+        parser.error(f"--output must end with .demo (ML-Agents reads only .demo files), "
+                     f"got '{args.output}'")
+    folder = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(folder):
+        parser.error(f"--output {args.output}: no such folder {folder}")
+    with _make_env(parser, args) as env:
+        policy = _make_policy(parser, args, env)
+        try:
+            summary = record(env, policy, args.output, args.episodes, args.behavior)
+        except (ValueError, RuntimeError) as error:
+            parser.error(str(error))
+        except OSError as error:
+            parser.error(f"--output {args.output}: {error.strerror}")
+    print(f"{summary.behavior}: recorded {summary.episodes} episodes, {summary.steps} steps, "
+          f"mean return {summary.mean_reward:.3f} to {summary.path} "
+          f"({os.path.getsize(summary.path) / 1024:.1f} KiB)", file=sys.stderr)
+    print(json.dumps(summary._asdict()))
+    return 0
+
+
 def _run_and_exit(main: Callable[[], int]) -> NoReturn:
     """Runs a command and ends the process without the interpreter's teardown, which with
     TensorFlow loaded takes about a second. Everything the commands write (checkpoints,
@@ -254,6 +310,10 @@ def evaluate() -> NoReturn:
 
 def export() -> NoReturn:
     _run_and_exit(export_main)
+
+
+def record() -> NoReturn:
+    _run_and_exit(record_main)
 
 
 if __name__ == "__main__":

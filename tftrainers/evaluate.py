@@ -100,7 +100,7 @@ def make_policy(name: str, env: BaseEnv, seed: int = 0, deterministic: bool = Fa
     raise ValueError(f"unknown policy '{name}'; use {POLICY_HELP}")
 
 
-class _EpisodeTally:
+class EpisodeTally:
     """Episode returns of one behavior, counting each agent's first ``quota`` episodes.
 
     Counting only the first episodes finished (whoever finishes them) would favour short
@@ -129,7 +129,9 @@ class _EpisodeTally:
             self.running_length = np.concatenate([self.running_length,
                                                   np.zeros(extra, np.int64)])
 
-    def add(self, decision, terminal) -> None:
+    def add(self, decision, terminal) -> np.ndarray:
+        """Tallies a step; returns [len(terminal)] bool, which ended episodes counted."""
+        counted = np.zeros(0, bool)
         if len(terminal):
             rows = self.rows.rows(terminal.agent_id)
             self._grow(rows)
@@ -145,6 +147,7 @@ class _EpisodeTally:
             self._grow(rows)
             self.running_return[rows] += decision.reward
             self.running_length[rows] += 1
+        return counted
 
     @property
     def done(self) -> bool:
@@ -165,7 +168,7 @@ def evaluate(env: BaseEnv, policy: Policy, episodes: int = 10,
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
-    tallies = {name: _EpisodeTally(episodes) for name in env.behavior_specs}
+    tallies = {name: EpisodeTally(episodes) for name in env.behavior_specs}
     specs = env.behavior_specs
     env.reset()
     for _ in range(max_env_steps):
