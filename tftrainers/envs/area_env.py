@@ -47,8 +47,8 @@ def assemble_steps(spec: BehaviorSpec, observe: Callable[[np.ndarray], List[np.n
         spec: the behavior's spec (for empty terminal steps).
         observe: rows -> observation arrays; action_mask: rows -> masks per branch.
         agent_ids: [rows] int32 id of each row; group_ids: [rows] int32 or None (no groups).
-        acting: [k] rows that acted; reward, ending, interrupted and group_reward
-            (None: no groups) are [k], aligned with ``acting``.
+        acting: [k] rows that acted, in row order; reward, ending, interrupted and
+            group_reward (read only with group_ids; None: zeros) are [k], aligned with it.
         restarting: [r] rows that started a new episode at this step.
 
     Returns:
