@@ -104,7 +104,8 @@ def _add_env_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--env-args", nargs="*", default=[], metavar="KEY=VALUE",
                         help="the environment's own arguments, e.g. obs=visual")
     parser.add_argument("--num-areas", type=int, default=None,
-                        help="training areas of a built-in env, or copies of a gym env")
+                        help="training areas of a built-in env, or copies of a gym or "
+                             "pettingzoo env")
     parser.add_argument("--seed", type=int, default=0, help="seed of the env and the policy")
 
 
@@ -154,9 +155,12 @@ def evaluate_main(argv: Optional[List[str]] = None) -> int:
         except ValueError as error:
             parser.error(str(error))
     for result in results.values():
+        group = (f", {result['group_episodes']} group episodes, mean group reward "
+                 f"{result['mean_group_reward']:.3f} +- {result['std_group_reward']:.3f}"
+                 if "mean_group_reward" in result else "")
         print(f"{result['behavior']}: {result['episodes']} episodes, mean reward "
               f"{result['mean_reward']:.3f} +- {result['std_reward']:.3f}, mean length "
-              f"{result['mean_episode_length']:.1f}", file=sys.stderr)
+              f"{result['mean_episode_length']:.1f}{group}", file=sys.stderr)
     for result in results.values():
         print(json.dumps(result))
     return 0
@@ -173,8 +177,8 @@ def learn_main(argv: Optional[List[str]] = None) -> int:
                      description="Train behaviors from an ML-Agents-style YAML config.")
     parser.add_argument("config", help="the YAML config (ML-Agents schema)")
     parser.add_argument("--env", dest="env_path", default=None,
-                        help="the environment, overriding env_settings.env_path: builtin:NAME "
-                             "or gym:ID")
+                        help="the environment, overriding env_settings.env_path: builtin:NAME, "
+                             "gym:ID or pettingzoo:MODULE.ENV")
     parser.add_argument("--env-args", nargs="*", default=None, metavar="KEY=VALUE",
                         help="overrides env_settings.env_args, e.g. obs=visual")
     parser.add_argument("--run-id", default=None, help="results go to RESULTS_DIR/RUN_ID")

@@ -6,6 +6,10 @@
 
 A policy is any ``policy(behavior_name, decision_steps) -> ActionTuple``; policies with
 memory also get ``policy.episode_ended(behavior_name, agent_ids)``.
+
+Agents in groups (nonzero ``group_id``) are scored per group too: ``mean_group_reward``
+is the mean over group episodes of the group rewards the group received (counted once per
+step, whoever of its members was present), over ``episodes`` group episodes.
 """
 from __future__ import annotations
 
@@ -154,13 +158,48 @@ class EpisodeTally:
         return len(self.returns) >= self.episodes
 
 
+class _GroupTally(EpisodeTally):
+    """Group episode returns of one behavior, each group's first ``quota`` episodes.
+
+    A group's reward is counted once per step. Its episode ends in a step where some of
+    its members have terminal steps and none a decision step (a member that leaves
+    early ends while the others go on).
+    """
+
+    def add(self, decision, terminal) -> None:
+        ids = np.concatenate([decision.group_id, terminal.group_id])
+        present = ids != 0
+        if not present.any():
+            return
+        rewards = np.concatenate([decision.group_reward, terminal.group_reward])[present]
+        groups, first = np.unique(ids[present], return_index=True)
+        rows = self.rows.rows(groups)
+        self._grow(rows)
+        self.running_return[rows] += rewards[first]
+        self.running_length[rows] += 1
+        ended = np.setdiff1d(terminal.group_id[terminal.group_id != 0], decision.group_id)
+        if len(ended):
+            rows = self.rows.rows(ended)
+            counted = self.quota[rows] > 0
+            self.returns.extend(self.running_return[rows][counted].tolist())
+            self.lengths.extend(self.running_length[rows][counted].tolist())
+            self.quota[rows] -= counted
+            self.running_return[rows] = 0.0
+            self.running_length[rows] = 0
+
+    @property
+    def done(self) -> bool:  # no groups seen: nothing to wait for
+        return len(self.rows) == 0 or super().done
+
+
 def evaluate(env: BaseEnv, policy: Policy, episodes: int = 10,
              max_env_steps: int = 1_000_000) -> Dict[str, Dict[str, float]]:
     """Runs ``policy`` until every behavior has finished ``episodes`` episodes.
 
     Returns:
         Per behavior: ``behavior``, ``episodes``, ``mean_reward``, ``std_reward``,
-        ``mean_episode_length``.
+        ``mean_episode_length``; for agents in groups also ``group_episodes``,
+        ``mean_group_reward`` and ``std_group_reward``.
 
     Raises:
         RuntimeError: when ``max_env_steps`` pass before that.
@@ -169,6 +208,7 @@ def evaluate(env: BaseEnv, policy: Policy, episodes: int = 10,
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     tallies = {name: EpisodeTally(episodes) for name in env.behavior_specs}
+    group_tallies = {name: _GroupTally(episodes) for name in env.behavior_specs}
     specs = env.behavior_specs
     env.reset()
     for _ in range(max_env_steps):
@@ -176,15 +216,17 @@ def evaluate(env: BaseEnv, policy: Policy, episodes: int = 10,
             decision, terminal = env.get_steps(name)
             check_steps(name, specs[name], decision, terminal)
             tally.add(decision, terminal)
+            group_tallies[name].add(decision, terminal)
             if len(terminal) and hasattr(policy, "episode_ended"):
                 policy.episode_ended(name, terminal.agent_id)
             if len(decision):
                 env.set_actions(name, policy(name, decision))
-        if all(t.done for t in tallies.values()):
+        if all(t.done for t in tallies.values()) and all(
+                t.done for t in group_tallies.values()):
             break
         env.step()
     else:
-        short = [n for n, t in tallies.items() if not t.done]
+        short = [n for n, t in tallies.items() if not (t.done and group_tallies[n].done)]
         raise RuntimeError(f"evaluation stopped after {max_env_steps} env steps before "
                            f"{episodes} episodes of {', '.join(short)} ended")
     results = {}
@@ -193,4 +235,9 @@ def evaluate(env: BaseEnv, policy: Policy, episodes: int = 10,
         results[name] = {"behavior": name, "episodes": len(returns),
                          "mean_reward": float(returns.mean()), "std_reward": float(returns.std()),
                          "mean_episode_length": float(np.mean(tally.lengths[:episodes]))}
+        group_returns = np.asarray(group_tallies[name].returns[:episodes])
+        if len(group_returns):
+            results[name].update(group_episodes=len(group_returns),
+                                 mean_group_reward=float(group_returns.mean()),
+                                 std_group_reward=float(group_returns.std()))
     return results

@@ -45,7 +45,7 @@ def make_env(options: RunOptions, seed: int):
     es = options.env_settings
     if not es.env_path:
         raise ConfigError("no environment: set env_settings.env_path in the config or pass "
-                          "--env builtin:NAME / gym:ID")
+                          "--env builtin:NAME / gym:ID / pettingzoo:MODULE.ENV")
     envs = [make(es.env_path, seed=seed + 1000 * k, num_areas=es.num_areas,
                  **(es.env_args or {})) for k in range(es.num_envs)]
     return envs[0] if len(envs) == 1 else MultiEnv(envs)
