@@ -3,7 +3,8 @@
     python benchmarks/env_speed.py [--seconds 3]
 
 The peer is gymnasium's SyncVectorEnv of CartPole-v1 (its random actions drawn the same
-way); our own gym adapter over the same CartPole is shown too. Each loop runs the full
+way); our own gym adapter over the same CartPole is shown too, and the PettingZoo adapter
+over simple_spread (16 copies of 3 agents; pip install -e ".[pettingzoo]"). Each loop runs the full
 API round trip: get_steps, random actions (mask-respecting), set_actions, step.
 """
 from __future__ import annotations
@@ -18,7 +19,7 @@ from tftrainers.envs import make
 
 def ours(env_id: str, num_areas: int, seconds: float, **env_args) -> float:
     env = make(env_id, seed=0, num_areas=num_areas, **env_args)
-    (name, spec), = env.behavior_specs.items()
+    (name, spec), = env.behavior_specs.items()  # every row here has one behavior
     rng = np.random.default_rng(0)
     env.reset()
     agent_steps, start = 0, time.perf_counter()
@@ -52,12 +53,15 @@ def main():
     peer = gymnasium_sync(8, args.seconds)
     rows = [("builtin:Basic", 8, {}), ("builtin:GridWorld", 16, {}),
             ("builtin:GridWorld", 16, {"obs": "visual"}), ("builtin:Ball3D", 8, {}),
-            ("builtin:Hallway", 16, {}), ("gym:CartPole-v1", 8, {})]
+            ("builtin:Hallway", 16, {}), ("builtin:Pyramids", 16, {}),
+            ("builtin:DungeonEscape", 16, {}), ("builtin:PushBlockCollab", 16, {}),
+            ("gym:CartPole-v1", 8, {}), ("pettingzoo:mpe2.simple_spread_v3", 16, {})]
     print(f"{'env':34s} {'agents':>6s} {'agent-steps/s':>14s} {'vs gymnasium':>13s}")
     print(f"{'gymnasium SyncVectorEnv CartPole-v1':34s} {8:6d} {peer:14,.0f} {1.0:12.2f}x")
     for env_id, areas, env_args in rows:
         env = make(env_id, num_areas=areas, **env_args)
-        n = env.n_agents
+        env.reset()
+        n = sum(len(env.get_steps(name)[0]) for name in env.behavior_specs)
         label = env_id + "".join(f" {k}={v}" for k, v in env_args.items())
         rate = ours(env_id, areas, args.seconds, **env_args)
         print(f"{label:34s} {n:6d} {rate:14,.0f} {rate / peer:12.2f}x")

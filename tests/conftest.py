@@ -1,4 +1,20 @@
 import os
 
+import pytest
+
 # Keep TensorFlow's C++ start-up chatter out of test logs.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+@pytest.fixture
+def one_line_error(capsys):
+    """``one_line_error(main, argv)``: runs a command's main, which must exit with code 2 and
+    one line on stderr (no traceback); returns that line."""
+    def run(main, argv):
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        err = capsys.readouterr().err.strip()
+        assert exit_info.value.code == 2, err
+        assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+        return err
+    return run

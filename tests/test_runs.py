@@ -49,7 +49,9 @@ def test_load_policy_errors_name_the_problem(run, tmp_path):
     with pytest.raises(CheckpointError, match=r"no behavior 'Ball3D'; the run has Basic"):
         load_policy(run, "Ball3D")
     grid = make("builtin:GridWorld").behavior_specs["GridWorld"]
-    with pytest.raises(CheckpointError, match=r"behavior 'Basic' was trained on"):
+    with pytest.raises(CheckpointError, match=r"behavior 'Basic' does not fit the environment: "
+                       r"observation 0 \('grid'\): the checkpoint has vector shape \[20\], "
+                       r"the environment has vector shape \[75\]"):
         load_policy(run, "Basic", spec=grid)
     with pytest.raises(CheckpointError, match=r"not a training run"):
         load_policy(str(tmp_path), "Basic")

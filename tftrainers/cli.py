@@ -1,4 +1,8 @@
-"""Console entry points. Bad usage prints one line and exits with code 2.
+"""Console entry points. Every error is one line (``--debug`` adds the traceback).
+
+Exit codes: 0 done; 1 the run failed (the env raised or sent bad data, an update was not
+finite, an internal error); 2 usage, config or file problems; 128 + signum when stopped by
+a signal (130 SIGINT, 143 SIGTERM; training saves first).
 
 ``learn_main`` / ``evaluate_main`` / ``export_main`` return an exit code (tests call them);
 the installed commands run them through ``_run_and_exit``.
@@ -6,23 +10,81 @@ the installed commands run them through ``_run_and_exit``.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
 import sys
+import traceback
 from typing import Callable, Dict, List, NoReturn, Optional, Sequence
 
 import yaml
+
+from tftrainers.signals import Interrupted, signal_name, stop_signals
 
 # TensorFlow's C++ start-up lines (oneDNN, CUDA probing) drown the console otherwise.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
+_debug = {"on": False}  # the running command's --debug
+
+
+def _one_line(message) -> str:
+    return " ".join(str(message).split("\n")).strip()
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (and exit code 2)."""
+    """argparse, but a usage error is one line (and exit code 2); every command takes
+    ``--debug``."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.add_argument("--debug", action="store_true",
+                          help="show the full traceback of an error")
+
+    def parse_args(self, args=None, namespace=None):
+        parsed = super().parse_args(args, namespace)
+        _debug["on"] = parsed.debug
+        return parsed
 
     def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        if _debug["on"] and sys.exc_info()[0] is not None:
+            traceback.print_exc()
+        self.exit(2, f"{self.prog}: error: {_one_line(message)}\n")
+
+
+def _command(prog: str, interrupted: str = ""):
+    """Wraps a command's main: SIGINT/SIGTERM handled from its first line (before
+    TensorFlow is imported), and every error that reaches here printed as one line."""
+    def wrap(main):
+        @functools.wraps(main)
+        def run(argv: Optional[List[str]] = None) -> int:
+            _debug["on"] = False
+            with stop_signals(prog):
+                try:
+                    return main(argv)
+                except Interrupted as stop:
+                    print(f"{prog}: interrupted by {signal_name(stop.signum)}{interrupted}",
+                          file=sys.stderr)
+                    return stop.exit_code
+                except OSError as error:  # a file problem not named more precisely on the way
+                    if _debug["on"]:
+                        traceback.print_exc()
+                    where = f"{error.filename}: " if error.filename else ""
+                    print(f"{prog}: error: {where}{_one_line(error.strerror or error)}",
+                          file=sys.stderr)
+                    return 2
+                except Exception as error:  # pylint: disable=broad-except
+                    if _debug["on"]:
+                        traceback.print_exc()
+                    code = getattr(error, "exit_code", None)
+                    hint = "" if _debug["on"] else "; --debug shows the traceback"
+                    message = str(error) if code is not None else (
+                        f"{type(error).__name__}: {error} (an internal error{hint})")
+                    print(f"{prog}: error: {_one_line(message)}", file=sys.stderr)
+                    return code or 1
+        return run
+    return wrap
 
 
 def parse_env_args(items: Sequence[str]) -> Dict[str, object]:
@@ -42,46 +104,69 @@ def _add_env_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--env-args", nargs="*", default=[], metavar="KEY=VALUE",
                         help="the environment's own arguments, e.g. obs=visual")
     parser.add_argument("--num-areas", type=int, default=None,
-                        help="training areas of a built-in env, or copies of a gym env")
+                        help="training areas of a built-in env, or copies of a gym or "
+                             "pettingzoo env")
     parser.add_argument("--seed", type=int, default=0, help="seed of the env and the policy")
 
 
+def _add_policy_arguments(parser: argparse.ArgumentParser) -> None:
+    from tftrainers.evaluate import POLICY_HELP
+    parser.add_argument("--policy", required=True, help=POLICY_HELP)
+    parser.add_argument("--deterministic", action="store_true",
+                        help="take the most likely actions instead of sampling")
+
+
+def _make_env(parser: argparse.ArgumentParser, args: argparse.Namespace):
+    """The env of ``_add_env_arguments``' flags; a bad id or env arg is a usage error."""
+    from tftrainers.envs import make
+    try:
+        return make(args.env_id, seed=args.seed, num_areas=args.num_areas,
+                    **parse_env_args(args.env_args))
+    except (ValueError, ImportError) as error:
+        parser.error(str(error))
+
+
+def _make_policy(parser: argparse.ArgumentParser, args: argparse.Namespace, env):
+    """The policy of ``_add_policy_arguments``' flags; an unusable one is a usage error."""
+    from tftrainers.evaluate import make_policy
+    try:
+        return make_policy(args.policy, env, seed=args.seed, deterministic=args.deterministic)
+    except ValueError as error:  # includes ConfigError and CheckpointError
+        parser.error(str(error))
+
+
+@_command("tftrainers-evaluate")
 def evaluate_main(argv: Optional[List[str]] = None) -> int:
     """``tftrainers-evaluate ENV_ID --policy P``: prints one JSON line per behavior, last."""
-    from tftrainers.evaluate import POLICY_HELP, evaluate, make_policy
-    from tftrainers.envs import make
+    from tftrainers.evaluate import evaluate
 
     parser = _Parser(prog="tftrainers-evaluate",
                      description="Run whole episodes of a policy and report its return.")
     _add_env_arguments(parser)
-    parser.add_argument("--policy", required=True, help=POLICY_HELP)
+    _add_policy_arguments(parser)
     parser.add_argument("--episodes", type=int, default=10, help="episodes per behavior")
-    parser.add_argument("--deterministic", action="store_true",
-                        help="take the most likely actions instead of sampling")
     args = parser.parse_args(argv)
     if args.episodes < 1:
         parser.error(f"--episodes must be >= 1, got {args.episodes}")
-    try:
-        env = make(args.env_id, seed=args.seed, num_areas=args.num_areas,
-                   **parse_env_args(args.env_args))
-    except (ValueError, ImportError) as error:
-        parser.error(str(error))
-    with env:
+    with _make_env(parser, args) as env:
+        policy = _make_policy(parser, args, env)
         try:
-            policy = make_policy(args.policy, env, seed=args.seed,
-                                 deterministic=args.deterministic)
             results = evaluate(env, policy, episodes=args.episodes)
-        except ValueError as error:  # includes ConfigError and CheckpointError
+        except ValueError as error:
             parser.error(str(error))
     for result in results.values():
+        group = (f", {result['group_episodes']} group episodes, mean group reward "
+                 f"{result['mean_group_reward']:.3f} +- {result['std_group_reward']:.3f}"
+                 if "mean_group_reward" in result else "")
         print(f"{result['behavior']}: {result['episodes']} episodes, mean reward "
               f"{result['mean_reward']:.3f} +- {result['std_reward']:.3f}, mean length "
-              f"{result['mean_episode_length']:.1f}", file=sys.stderr)
+              f"{result['mean_episode_length']:.1f}{group}", file=sys.stderr)
     for result in results.values():
         print(json.dumps(result))
     return 0
 
 
+@_command("tftrainers-learn", interrupted=" before training started; nothing to save")
 def learn_main(argv: Optional[List[str]] = None) -> int:
     """``tftrainers-learn CONFIG``: train (or run in inference) as ``mlagents-learn`` does."""
     from tftrainers.checkpoint import CheckpointError
@@ -92,8 +177,8 @@ def learn_main(argv: Optional[List[str]] = None) -> int:
                      description="Train behaviors from an ML-Agents-style YAML config.")
     parser.add_argument("config", help="the YAML config (ML-Agents schema)")
     parser.add_argument("--env", dest="env_path", default=None,
-                        help="the environment, overriding env_settings.env_path: builtin:NAME "
-                             "or gym:ID")
+                        help="the environment, overriding env_settings.env_path: builtin:NAME, "
+                             "gym:ID or pettingzoo:MODULE.ENV")
     parser.add_argument("--env-args", nargs="*", default=None, metavar="KEY=VALUE",
                         help="overrides env_settings.env_args, e.g. obs=visual")
     parser.add_argument("--run-id", default=None, help="results go to RESULTS_DIR/RUN_ID")
@@ -131,6 +216,7 @@ def learn_main(argv: Optional[List[str]] = None) -> int:
         parser.error(str(error))
 
 
+@_command("tftrainers-export")
 def export_main(argv: Optional[List[str]] = None) -> int:
     """``tftrainers-export results/RUN``: ONNX and SavedModel of a run's latest checkpoints."""
     from tftrainers.checkpoint import CheckpointError
@@ -168,6 +254,45 @@ def export_main(argv: Optional[List[str]] = None) -> int:
     return 0
 
 
+@_command("tftrainers-record")
+def record_main(argv: Optional[List[str]] = None) -> int:
+    """``tftrainers-record ENV_ID --policy P --episodes N --output FILE.demo``: writes a Unity
+    ``.demo`` file of whole episodes; prints one JSON line, last."""
+    from tftrainers.record import record
+
+    parser = _Parser(prog="tftrainers-record",
+                     description="Record demonstrations of a policy to a Unity .demo file.")
+    _add_env_arguments(parser)
+    _add_policy_arguments(parser)
+    parser.add_argument("--episodes", type=int, required=True, help="whole episodes to record")
+    parser.add_argument("--output", required=True, metavar="FILE.demo",
+                        help="the file to write (replaced if it exists)")
+    parser.add_argument("--behavior", default=None,
+                        help="the behavior to record (default: the env's only behavior)")
+    args = parser.parse_args(argv)
+    if args.episodes < 1:
+        parser.error(f"--episodes must be >= 1, got {args.episodes}")
+    if not args.output.endswith(".demo"):
+        parser.error(f"--output must end with .demo (ML-Agents reads only .demo files), "
+                     f"got '{args.output}'")
+    folder = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(folder):
+        parser.error(f"--output {args.output}: no such folder {folder}")
+    with _make_env(parser, args) as env:
+        policy = _make_policy(parser, args, env)
+        try:
+            summary = record(env, policy, args.output, args.episodes, args.behavior)
+        except (ValueError, RuntimeError) as error:
+            parser.error(str(error))
+        except OSError as error:
+            parser.error(f"--output {args.output}: {error.strerror}")
+    print(f"{summary.behavior}: recorded {summary.episodes} episodes, {summary.steps} steps, "
+          f"mean return {summary.mean_reward:.3f} to {summary.path} "
+          f"({os.path.getsize(summary.path) / 1024:.1f} KiB)", file=sys.stderr)
+    print(json.dumps(summary._asdict()))
+    return 0
+
+
 def _run_and_exit(main: Callable[[], int]) -> NoReturn:
     """Runs a command and ends the process without the interpreter's teardown, which with
     TensorFlow loaded takes about a second. Everything the commands write (checkpoints,
@@ -190,6 +315,10 @@ def evaluate() -> NoReturn:
 
 def export() -> NoReturn:
     _run_and_exit(export_main)
+
+
+def record() -> NoReturn:
+    _run_and_exit(record_main)
 
 
 if __name__ == "__main__":

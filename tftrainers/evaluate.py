@@ -6,16 +6,22 @@
 
 A policy is any ``policy(behavior_name, decision_steps) -> ActionTuple``; policies with
 memory also get ``policy.episode_ended(behavior_name, agent_ids)``.
+
+Agents in groups (nonzero ``group_id``) are scored per group too: ``mean_group_reward``
+is the mean over group episodes of the group rewards the group received (counted once per
+step, whoever of its members was present), over ``episodes`` group episodes.
 """
 from __future__ import annotations
 
 import os
+import sys
 from typing import Callable, Dict, List
 
 import numpy as np
 
 from tftrainers.envs import ActionTuple, BaseEnv, DecisionSteps
 from tftrainers.envs.agent_rows import AgentRows
+from tftrainers.envs.checks import check_steps
 
 Policy = Callable[[str, DecisionSteps], ActionTuple]
 POLICY_HELP = ("heuristic (the env's teacher), random, a run folder results/RUN (its latest "
@@ -40,8 +46,13 @@ class CheckpointPolicy:
 
     def __init__(self, run_dir: str, env: BaseEnv, seed: int = 0, deterministic: bool = False):
         from tftrainers.runs import load_policy
-        self.actors = {name: load_policy(run_dir, name, spec, deterministic, seed).make_actor(
-            "tensorflow", seed=seed) for name, spec in env.behavior_specs.items()}
+
+        def warn(line):
+            print(line, file=sys.stderr)
+        # The newest complete checkpoint, also while the run trains (and prunes).
+        self.actors = {name: load_policy(run_dir, name, spec, deterministic, seed,
+                                         log=warn).make_actor("tensorflow", seed=seed)
+                       for name, spec in env.behavior_specs.items()}
 
     def __call__(self, behavior_name: str, decision_steps: DecisionSteps) -> ActionTuple:
         return self.actors[behavior_name].act(decision_steps)[1]
@@ -85,11 +96,16 @@ def make_policy(name: str, env: BaseEnv, seed: int = 0, deterministic: bool = Fa
     if os.path.isfile(os.path.join(name, "configuration.yaml")):
         return CheckpointPolicy(name, env, seed, deterministic)
     if os.path.isdir(name):
-        return ExportedPolicy(name, env, deterministic)
+        try:
+            return ExportedPolicy(name, env, deterministic)
+        except FileNotFoundError:
+            raise ValueError(f"{name}: no model in this folder: neither a training run "
+                             f"(configuration.yaml) nor a SavedModel (saved_model.pb in it or "
+                             f"in a numbered version folder)") from None
     raise ValueError(f"unknown policy '{name}'; use {POLICY_HELP}")
 
 
-class _EpisodeTally:
+class EpisodeTally:
     """Episode returns of one behavior, counting each agent's first ``quota`` episodes.
 
     Counting only the first episodes finished (whoever finishes them) would favour short
@@ -118,7 +134,9 @@ class _EpisodeTally:
             self.running_length = np.concatenate([self.running_length,
                                                   np.zeros(extra, np.int64)])
 
-    def add(self, decision, terminal) -> None:
+    def add(self, decision, terminal) -> np.ndarray:
+        """Tallies a step; returns [len(terminal)] bool, which ended episodes counted."""
+        counted = np.zeros(0, bool)
         if len(terminal):
             rows = self.rows.rows(terminal.agent_id)
             self._grow(rows)
@@ -134,10 +152,45 @@ class _EpisodeTally:
             self._grow(rows)
             self.running_return[rows] += decision.reward
             self.running_length[rows] += 1
+        return counted
 
     @property
     def done(self) -> bool:
         return len(self.returns) >= self.episodes
+
+
+class _GroupTally(EpisodeTally):
+    """Group episode returns of one behavior, each group's first ``quota`` episodes.
+
+    A group's reward is counted once per step. Its episode ends in a step where some of
+    its members have terminal steps and none a decision step (a member that leaves
+    early ends while the others go on).
+    """
+
+    def add(self, decision, terminal) -> None:
+        ids = np.concatenate([decision.group_id, terminal.group_id])
+        present = ids != 0
+        if not present.any():
+            return
+        rewards = np.concatenate([decision.group_reward, terminal.group_reward])[present]
+        groups, first = np.unique(ids[present], return_index=True)
+        rows = self.rows.rows(groups)
+        self._grow(rows)
+        self.running_return[rows] += rewards[first]
+        self.running_length[rows] += 1
+        ended = np.setdiff1d(terminal.group_id[terminal.group_id != 0], decision.group_id)
+        if len(ended):
+            rows = self.rows.rows(ended)
+            counted = self.quota[rows] > 0
+            self.returns.extend(self.running_return[rows][counted].tolist())
+            self.lengths.extend(self.running_length[rows][counted].tolist())
+            self.quota[rows] -= counted
+            self.running_return[rows] = 0.0
+            self.running_length[rows] = 0
+
+    @property
+    def done(self) -> bool:  # no groups seen: nothing to wait for
+        return len(self.rows) == 0 or super().done
 
 
 def evaluate(env: BaseEnv, policy: Policy, episodes: int = 10,
@@ -146,28 +199,35 @@ def evaluate(env: BaseEnv, policy: Policy, episodes: int = 10,
 
     Returns:
         Per behavior: ``behavior``, ``episodes``, ``mean_reward``, ``std_reward``,
-        ``mean_episode_length``.
+        ``mean_episode_length``; for agents in groups also ``group_episodes``,
+        ``mean_group_reward`` and ``std_group_reward``.
 
     Raises:
         RuntimeError: when ``max_env_steps`` pass before that.
+        tftrainers.envs.checks.EnvDataError: the env sent NaN/inf or misshapen data.
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
-    tallies = {name: _EpisodeTally(episodes) for name in env.behavior_specs}
+    tallies = {name: EpisodeTally(episodes) for name in env.behavior_specs}
+    group_tallies = {name: _GroupTally(episodes) for name in env.behavior_specs}
+    specs = env.behavior_specs
     env.reset()
     for _ in range(max_env_steps):
         for name, tally in tallies.items():
             decision, terminal = env.get_steps(name)
+            check_steps(name, specs[name], decision, terminal)
             tally.add(decision, terminal)
+            group_tallies[name].add(decision, terminal)
             if len(terminal) and hasattr(policy, "episode_ended"):
                 policy.episode_ended(name, terminal.agent_id)
             if len(decision):
                 env.set_actions(name, policy(name, decision))
-        if all(t.done for t in tallies.values()):
+        if all(t.done for t in tallies.values()) and all(
+                t.done for t in group_tallies.values()):
             break
         env.step()
     else:
-        short = [n for n, t in tallies.items() if not t.done]
+        short = [n for n, t in tallies.items() if not (t.done and group_tallies[n].done)]
         raise RuntimeError(f"evaluation stopped after {max_env_steps} env steps before "
                            f"{episodes} episodes of {', '.join(short)} ended")
     results = {}
@@ -176,4 +236,9 @@ def evaluate(env: BaseEnv, policy: Policy, episodes: int = 10,
         results[name] = {"behavior": name, "episodes": len(returns),
                          "mean_reward": float(returns.mean()), "std_reward": float(returns.std()),
                          "mean_episode_length": float(np.mean(tally.lengths[:episodes]))}
+        group_returns = np.asarray(group_tallies[name].returns[:episodes])
+        if len(group_returns):
+            results[name].update(group_episodes=len(group_returns),
+                                 mean_group_reward=float(group_returns.mean()),
+                                 std_group_reward=float(group_returns.std()))
     return results

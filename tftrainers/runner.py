@@ -4,47 +4,39 @@
     run_training(options)       # results/ball/{configuration.yaml, run_logs/, Ball3D/...}
 
 The loop, once per env step: for each behavior, hand its decision and terminal steps to
-its AgentManager (the acting side), which records them and answers with actions from one
-policy call; step the env; let each trainer advance (drain its managers' trajectories,
-update when its buffer is full, publish the new weights, write stats and checkpoints).
-Ctrl-C saves every trainer and exits cleanly.
+its AgentManager (the acting side), which checks them at the boundary (``envs.checks``),
+records them and answers with actions from one policy call; step the env; let each
+trainer advance (drain its managers' trajectories, update when its buffer is full, publish
+the new weights, write stats and checkpoints).
+
+What can go wrong, and what the run does then:
+- SIGINT / SIGTERM (``signals``): the loop stops, every trainer saves, exit 128 + signum.
+- The env raises, or sends bad data (NaN/inf, a wrong shape or dtype), or an update is not
+  finite (refused, weights kept): every trainer saves what is finite, then ``RunFailed``
+  (one line naming the env and the env step; exit code 1).
+- The run folder (``run_folder``): unsafe run ids, --force on a folder that is not a run,
+  and a second process on the same run are refused before anything is written.
 """
 from __future__ import annotations
 
 import os
 import random
-import shutil
-import signal
-import sys
-from typing import Dict, List, Optional
 
+from tftrainers.run_folder import CONFIG_FILE, RunError, RunFolder, write_atomically
 from tftrainers.settings import ConfigError, RunOptions
+from tftrainers.signals import signal_name, stop_signals
 
 
-class RunError(ValueError):
-    """A problem with the run's folders or checkpoints; one line for the user."""
+class RunFailed(Exception):
+    """The run stopped on a failure that is not a usage error (the env raised or sent bad
+    data, an update was not finite); what could be saved was saved first. One line for
+    the user; exit code 1."""
+
+    exit_code = 1
 
 
-def run_dir_of(options: RunOptions) -> str:
-    cs = options.checkpoint_settings
-    return os.path.join(cs.results_dir, cs.run_id)
-
-
-def prepare_run_dir(options: RunOptions) -> str:
-    """Creates (or, with --force, recreates) the run folder; refuses to clobber a run."""
-    cs = options.checkpoint_settings
-    run_dir = run_dir_of(options)
-    exists = os.path.isdir(run_dir) and os.listdir(run_dir)
-    if cs.resume or cs.inference and cs.load_model:
-        if not exists:
-            raise RunError(f"{run_dir}: no run to resume; start it without --resume")
-    elif exists and not cs.inference:
-        if not cs.force:
-            raise RunError(f"{run_dir}: a run with id '{cs.run_id}' exists; use --resume to "
-                           f"continue it, --force to overwrite it, or another --run-id")
-        shutil.rmtree(run_dir)
-    os.makedirs(os.path.join(run_dir, "run_logs"), exist_ok=True)
-    return run_dir
+class EnvStepError(RuntimeError):
+    """The environment raised during the run; names the env, the call and the env step."""
 
 
 def make_env(options: RunOptions, seed: int):
@@ -54,7 +46,7 @@ def make_env(options: RunOptions, seed: int):
     es = options.env_settings
     if not es.env_path:
         raise ConfigError("no environment: set env_settings.env_path in the config or pass "
-                          "--env builtin:NAME / gym:ID")
+                          "--env builtin:NAME / gym:ID / pettingzoo:MODULE.ENV")
     envs = [make(es.env_path, seed=seed + 1000 * k, num_areas=es.num_areas,
                  **(es.env_args or {})) for k in range(es.num_envs)]
     return envs[0] if len(envs) == 1 else MultiEnv(envs)
@@ -69,8 +61,37 @@ def resolve_seed(options: RunOptions) -> int:
 
 
 def run_training(options: RunOptions, log=print) -> int:
-    """Runs the training (or inference) described by ``options``; returns an exit code."""
+    """Runs the training (or inference) described by ``options``.
+
+    Returns:
+        0, or 128 + the signal number when SIGINT/SIGTERM stopped it (after saving).
+
+    Raises:
+        RunError: the run folder (one line, a usage error).
+        RunFailed: the env failed or sent bad data, or an update was not finite; every
+            trainer saved what it could first.
+    """
+    with stop_signals("tftrainers-learn") as stop:
+        # Checked, locked, cleared with --force: before TensorFlow, so a refusal is quick.
+        folder = RunFolder.open(options.checkpoint_settings)
+        try:
+            seed = resolve_seed(options)
+            try:
+                if not options.checkpoint_settings.resume:
+                    write_atomically(os.path.join(folder.path, CONFIG_FILE), options.to_yaml())
+                os.makedirs(os.path.join(folder.path, "run_logs"), exist_ok=True)
+            except OSError as error:
+                raise RunError(f"{error.filename or folder.path}: cannot write the run folder "
+                               f"({error.strerror or error})") from None
+            return _run(options, folder, seed, stop, log)
+        finally:
+            folder.close()
+
+
+def _run(options: RunOptions, folder: RunFolder, seed: int, stop, log) -> int:
+    import numpy as np
     import tensorflow as tf
+    from tftrainers.runs import check_compatible
     from tftrainers.trainers.registry import create_trainer
     from tftrainers.stats import ConsoleWriter, CSVWriter, ProgressDisplay, TensorBoardWriter
 
@@ -90,11 +111,12 @@ def run_training(options: RunOptions, log=print) -> int:
         except RuntimeError:  # TF already running in this process (a second run): keep its pools
             pass
     cs = options.checkpoint_settings
-    run_dir = prepare_run_dir(options)
-    seed = resolve_seed(options)
-    if not cs.resume:
-        with open(os.path.join(run_dir, "configuration.yaml"), "w") as f:
-            f.write(options.to_yaml())
+    run_dir = folder.path
+    removed = folder.remove_leftovers()
+    if removed:
+        log(f"[INFO] Removed {len(removed)} leftover(s) of an interrupted run: "
+            f"{', '.join(os.path.relpath(p, run_dir) for p in removed[:5])}"
+            f"{', ...' if len(removed) > 5 else ''}")
     env = make_env(options, seed)
     progress = ProgressDisplay()
     writers = [TensorBoardWriter(run_dir), ConsoleWriter(progress=progress), CSVWriter(run_dir)]
@@ -102,6 +124,14 @@ def run_training(options: RunOptions, log=print) -> int:
     try:
         for index, (name, spec) in enumerate(sorted(env.behavior_specs.items())):
             settings = options.settings_for(name)
+            # Before any checkpoint is read: a changed setting is named, not a tensor.
+            if cs.resume:
+                check_compatible(run_dir, name, spec, settings, "resume")
+            elif cs.initialize_from:
+                check_compatible(os.path.join(cs.results_dir, cs.initialize_from), name, spec,
+                                 settings, "initialize")
+            elif settings.init_path:
+                check_compatible(settings.init_path, name, spec, settings, "initialize")
             trainers[name] = create_trainer(name, spec, settings, run_dir, seed=seed + index,
                                             writers=writers, progress=progress,
                                             inference=cs.inference, jit_compile=ts.jit_compile,
@@ -118,42 +148,108 @@ def run_training(options: RunOptions, log=print) -> int:
             trainer.subscribe(managers[name])
         log(f"[INFO] Run '{cs.run_id}': results in {run_dir}; behaviors "
             f"{', '.join(trainers)} on {options.env_settings.env_path} (seed {seed}).")
-        interrupted = _loop(env, managers, trainers)
-        for trainer in trainers.values():
-            trainer.save()  # no-op for a trainer that saved its final step already
-            latest = trainer.checkpointer.latest()
-            if latest and not trainer.inference:
-                log(f"[INFO] {trainer.behavior_name}: latest checkpoint {latest}")
-        if interrupted:
-            log("[INFO] Interrupted: checkpoints saved; continue with --resume.")
-        return 0
+        stop.defer()  # from here a signal stops the loop, and everything saves
+        try:
+            # Finite data whose sums overflow (rewards of 1e38) end in a refused update,
+            # named in one line; NumPy's warnings on the way would only be noise.
+            with np.errstate(over="ignore", invalid="ignore"):
+                _loop(env, managers, trainers, stop, options.env_settings.env_path)
+        except Exception as error:  # pylint: disable=broad-except
+            # Whatever stopped the loop, what was trained is saved first.
+            notes = _save_all(trainers, log)
+            raise _failure(error, notes) from error
+        notes = _save_all(trainers, log, final=True)
+        if stop.requested:
+            log(f"[INFO] Interrupted by {signal_name(stop.signum)}: {notes}; continue with "
+                f"--resume.")
+        return stop.exit_code
     finally:
         env.close()
         for writer in writers:
             writer.close()
 
 
-def _loop(env, managers, trainers) -> bool:
-    """Steps until every trainer is done; returns True when stopped by Ctrl-C."""
-    stop = {"requested": False}
+def _failure(error: Exception, notes: str) -> Exception:
+    """The one-line error a failed loop ends with: RunError (exit 2) for a file problem,
+    RunFailed (exit 1) for the env, its data, a refused update, or a bug of ours."""
+    from tftrainers.checkpoint import CheckpointError
+    from tftrainers.envs.checks import EnvDataError
+    from tftrainers.export.artifacts import ExportWriteError
+    from tftrainers.trainers.finite import NonFiniteUpdateError
+    if isinstance(error, OSError):
+        return RunError(f"{error.filename or 'the run folder'}: cannot be written "
+                        f"({error.strerror or error}); {notes}")
+    if isinstance(error, (CheckpointError, ExportWriteError)):
+        return RunError(f"{error}; {notes}")
+    if isinstance(error, (EnvStepError, EnvDataError, NonFiniteUpdateError)):
+        return RunFailed(f"{error}; {notes}")
+    reason = (str(error).strip().splitlines() or [""])[0][:300]
+    return RunFailed(f"internal error {type(error).__name__}: {reason}; {notes} (--debug "
+                     f"shows the traceback)")
 
-    def request_stop(signum, frame):
-        if stop["requested"]:  # a second Ctrl-C: stop at once (checkpoints may be older)
-            raise KeyboardInterrupt
-        stop["requested"] = True
 
-    previous = signal.signal(signal.SIGINT, request_stop)
+def _save_all(trainers, log, final: bool = False) -> str:
+    """Saves every trainer that has something to save; returns what happened, in words.
+    A trainer whose save fails (weights not finite, a full disk) does not stop the others."""
+    saved, failed = [], []
+    for trainer in trainers.values():
+        try:
+            trainer.save()  # no-op for a trainer that saved its step already
+            latest = trainer.checkpointer.latest()
+        except Exception as error:  # pylint: disable=broad-except
+            failed.append(f"{trainer.behavior_name} not saved ({error})")
+            continue
+        if latest and not trainer.inference:
+            saved.append(f"{trainer.behavior_name} at step {trainer.step}")
+            if final:
+                log(f"[INFO] {trainer.behavior_name}: latest checkpoint {latest}")
+    parts = ([f"checkpoints saved: {', '.join(saved)}"] if saved else []) + failed
+    return "; ".join(parts) or "nothing to save"
+
+
+def _loop(env, managers, trainers, stop, env_id: str = "the environment") -> None:
+    """Steps until every trainer is done or a stop signal arrives.
+
+    Raises:
+        EnvStepError: an env call raised (naming the env, the call and the env step).
+        EnvDataError: an AgentManager found bad data (prefixed with the env and the env
+            step).
+        NonFiniteUpdateError: an update was refused (prefixed with its behavior).
+    """
+    from tftrainers.envs.checks import EnvDataError
+    from tftrainers.trainers.finite import NonFiniteUpdateError
+    items = list(trainers.items())
+    env_step = 0
+    # Which env call is running (None: our code): a store per call instead of a wrapper.
+    calling = "reset()"
+    behavior = None
     try:
         env.reset()
-        while not stop["requested"] and not all(t.done for t in trainers.values()):
+        calling = None
+        while not stop.requested and not all(t.done for t in trainers.values()):
             for name, manager in managers.items():
+                calling = "get_steps()"
                 decision, terminal = env.get_steps(name)
-                actions = manager.step(decision, terminal)
+                calling = None
+                actions = manager.step(decision, terminal)  # checks the data first
                 if len(decision):
+                    calling = "set_actions()"
                     env.set_actions(name, actions)
+                    calling = None
+            calling = "step()"
             env.step()
-            for trainer in trainers.values():
+            calling = None
+            env_step += 1
+            for behavior, trainer in items:
                 trainer.advance()
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    return stop["requested"]
+            behavior = None
+    except EnvDataError as error:
+        raise EnvDataError(f"{env_id} at env step {env_step}: {error}") from error
+    except NonFiniteUpdateError as error:
+        raise NonFiniteUpdateError(f"{behavior}: {error}") from error
+    except Exception as error:  # pylint: disable=broad-except
+        if calling is None:
+            raise  # ours, not the env's
+        reason = (str(error).strip().splitlines() or [""])[0][:300]
+        raise EnvStepError(f"{env_id} raised {type(error).__name__} in {calling} at env step "
+                           f"{env_step}: {reason} (--debug shows its traceback)") from error

@@ -54,3 +54,12 @@ def test_usage_errors_exit_2_with_one_line(capsys, argv, message):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
+
+
+def test_group_episodes_are_scored_by_their_group_reward(capsys):
+    code, (result,) = run(capsys, "builtin:DungeonEscape", "--policy", "heuristic",
+                          "--episodes", "20", "--num-areas", "4")
+    assert code == 0 and result["mean_reward"] == 0.0
+    assert result["group_episodes"] == 20 and result["mean_group_reward"] == 1.0
+    _, (ball,) = run(capsys, "builtin:Ball3D", "--policy", "random", "--episodes", "12")
+    assert "mean_group_reward" not in ball  # no groups, no group fields

@@ -59,8 +59,9 @@ def test_ctrl_c_saves_and_resume_finishes_at_max_steps(tmp_path, monkeypatch, ca
     results = str(tmp_path / "results")
     make_env = runner.make_env
     monkeypatch.setattr(runner, "make_env", lambda o, s: SigintAfter(make_env(o, s), 180))
-    assert learn_main([str(config), "--run-id", "run", "--results-dir", results]) == 0
-    assert "Interrupted" in capsys.readouterr().out
+    # 128 + SIGINT, after saving (the README's exit codes)
+    assert learn_main([str(config), "--run-id", "run", "--results-dir", results]) == 130
+    assert "Interrupted by SIGINT: checkpoints saved: Basic at step" in capsys.readouterr().out
     steps = checkpoint_steps(results)
     interrupted_at = steps[-1]
     assert 1000 < interrupted_at < 3000  # saved at Ctrl-C, between two intervals

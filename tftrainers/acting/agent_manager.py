@@ -22,6 +22,7 @@ from typing import NamedTuple, Optional
 
 from tftrainers.acting.actor import Actor, WeightUpdate
 from tftrainers.envs.base import ActionTuple, BehaviorSpec, DecisionSteps, TerminalSteps
+from tftrainers.envs.checks import check_steps
 from tftrainers.processing import AgentProcessor, TrajectoryQueue
 
 
@@ -59,7 +60,9 @@ class AgentManager:
         self._since_report = 0
 
     def step(self, decision_steps: DecisionSteps, terminal_steps: TerminalSteps) -> ActionTuple:
-        """Records the agents' steps and returns actions for ``decision_steps``."""
+        """Checks the agents' steps at the boundary (shapes, dtypes, finite values: one-line
+        ``EnvDataError``), records them and returns actions for ``decision_steps``."""
+        check_steps(self.behavior_name, self.spec, decision_steps, terminal_steps)
         if len(terminal_steps):
             self.actor.episode_ended(terminal_steps.agent_id)
         if not self.recording:

@@ -9,20 +9,22 @@ from tftrainers.envs.base import (ActionSpec, ActionTuple, BaseEnv, BehaviorSpec
 from tftrainers.envs.builtin import BUILTIN_ENVS
 from tftrainers.envs.checker import EnvCheckError, check_env
 
-ENV_ID_HELP = ("builtin:NAME (" + ", ".join(sorted(BUILTIN_ENVS)) + ") or gym:ID "
-               "(a Gymnasium id, e.g. gym:CartPole-v1)")
+ENV_ID_HELP = ("builtin:NAME (" + ", ".join(sorted(BUILTIN_ENVS)) + "), gym:ID "
+               "(a Gymnasium id, e.g. gym:CartPole-v1) or pettingzoo:MODULE.ENV (a PettingZoo "
+               "parallel env, e.g. pettingzoo:mpe2.simple_spread_v3)")
 
 
 def make(env_id: str, seed: int = 0, num_areas: Optional[int] = None, **env_args) -> BaseEnv:
     """Creates an environment from its id.
 
     Args:
-        env_id: ``builtin:NAME`` or ``gym:ID``.
+        env_id: ``builtin:NAME``, ``gym:ID`` or ``pettingzoo:MODULE.ENV``.
         seed: makes the environment deterministic.
         num_areas: training areas of a built-in env, or copies of a Gymnasium env (each
-            copy is one agent); None takes the env's default (1 copy for Gymnasium).
+            copy is one agent) or of a PettingZoo env (each copy is one group); None takes
+            the env's default (1 copy for Gymnasium and PettingZoo).
         **env_args: the env's own arguments (``obs="visual"`` for GridWorld; keyword
-            arguments of ``gymnasium.make``).
+            arguments of ``gymnasium.make`` or of the PettingZoo module's ``parallel_env``).
 
     Raises:
         ValueError: an unknown id (listing the built-ins) or bad env args.
@@ -36,6 +38,10 @@ def make(env_id: str, seed: int = 0, num_areas: Optional[int] = None, **env_args
     if kind == "gym" and name:
         from tftrainers.envs.gym_adapter import GymEnv
         return GymEnv(name, num_envs=num_areas or 1, seed=seed, **env_args)
+    if kind == "pettingzoo" and name:
+        from tftrainers.envs.pettingzoo_adapter import PettingZooEnv
+        return PettingZooEnv(name, num_envs=1 if num_areas is None else num_areas, seed=seed,
+                             **env_args)
     raise ValueError(f"unknown env id '{env_id}'; use {ENV_ID_HELP}")
 
 

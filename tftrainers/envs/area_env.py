@@ -13,17 +13,88 @@ and optionally ``_action_mask(rows)`` and ``_truncated(rows)``.
 This class owns everything else: step limits (``interrupted``), next-step autoreset of
 agents whose episode ended, validation of actions, and building Decision/TerminalSteps.
 Agent ids are stable row numbers.
+
+:class:`GroupAreaEnv` makes the agents of an area one group (MA-POCA): the area's
+episode starts and ends for all of them together, members may leave early, and the
+group reward goes to every member present. See its docstring.
 """
 from __future__ import annotations
 
 import abc
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
 from tftrainers.envs.base import (ActionSpec, ActionTuple, BaseEnv, BehaviorSpec,
                                   DecisionSteps, ObservationSpec, TerminalSteps,
                                   validate_actions)
+from tftrainers.envs.checks import check_agent_memory
+
+
+def assemble_steps(spec: BehaviorSpec, observe: Callable[[np.ndarray], List[np.ndarray]],
+                   action_mask: Callable[[np.ndarray], List[np.ndarray]],
+                   agent_ids: np.ndarray, group_ids: Optional[np.ndarray], acting: np.ndarray,
+                   reward: np.ndarray, ending: np.ndarray, interrupted: np.ndarray,
+                   restarting: np.ndarray, group_reward: Optional[np.ndarray] = None
+                   ) -> Tuple[DecisionSteps, TerminalSteps, np.ndarray]:
+    """The steps every agent sees after an env step: the bookkeeping all envs here share.
+
+    Agents are rows of the env's arrays. The agents that acted either end (terminal
+    steps with their final observation) or go on (decision steps); agents that started
+    a new episode at this step (they sat it out) ask for their first decision with
+    reward 0. Decision rows stay in row order.
+
+    Args:
+        spec: the behavior's spec (for empty terminal steps).
+        observe: rows -> observation arrays; action_mask: rows -> masks per branch.
+        agent_ids: [rows] int32 id of each row; group_ids: [rows] int32 or None (no groups).
+        acting: [k] rows that acted, in row order; reward, ending, interrupted and
+            group_reward (read only with group_ids; None: zeros) are [k], aligned with it.
+        restarting: [r] rows that started a new episode at this step.
+
+    Returns:
+        (decision steps, terminal steps, decision rows [n] in row order).
+    """
+    grouped = group_ids is not None
+    if grouped and group_reward is None:
+        group_reward = np.zeros(len(acting), np.float32)
+    if ending.any():
+        end_rows = acting[ending]
+        terminal = TerminalSteps(
+            observe(end_rows), reward[ending], interrupted[ending], agent_ids[end_rows],
+            group_ids[end_rows] if grouped else None,
+            group_reward[ending] if grouped else None)
+        continuing, reward = acting[~ending], reward[~ending]
+        if grouped:
+            group_reward = group_reward[~ending]
+    else:
+        terminal = TerminalSteps.empty(spec)
+        continuing = acting
+    if len(restarting):
+        order = np.concatenate([continuing, restarting])
+        sort = np.argsort(order, kind="stable")  # keep agents in row order
+        rows = order[sort]
+        zeros = np.zeros(len(restarting), np.float32)
+        reward = np.concatenate([reward, zeros])[sort]
+        if grouped:
+            group_reward = np.concatenate([group_reward, zeros])[sort]
+    else:
+        rows = continuing
+    decision = DecisionSteps(observe(rows), reward.astype(np.float32, copy=False),
+                             agent_ids[rows], action_mask(rows),
+                             group_ids[rows] if grouped else None,
+                             group_reward.astype(np.float32, copy=False) if grouped else None)
+    return decision, terminal, rows
+
+
+def ended_groups(acting_groups: np.ndarray, ending: np.ndarray) -> np.ndarray:
+    """Groups whose every acting member ended in this step: [g] sorted group indices.
+
+    acting_groups: [k] group index of each agent that acted; ending: [k] bool.
+    """
+    if not ending.any():
+        return np.zeros(0, acting_groups.dtype)
+    return np.setdiff1d(acting_groups[ending], acting_groups[~ending])
 
 
 class AreaEnv(BaseEnv):
@@ -35,9 +106,12 @@ class AreaEnv(BaseEnv):
     max_episode_steps: int = 100
     # env arg -> default, or (default, choice, ...) for a fixed set of choices
     env_arg_defaults: Mapping[str, Any] = {}
+    # The env's own per-agent state besides observations (a generous guess for the memory
+    # check: a few float64 vectors).
+    state_bytes_per_agent: int = 256
 
     def __init__(self, seed: int = 0, num_areas: int | None = None, **env_args):
-        self.args = parse_env_args(self.name, env_args, self.env_arg_defaults)
+        self.args = parse_env_args(self.name, env_args, self._env_arg_defaults())
         num_areas = self.default_num_areas if num_areas is None else int(num_areas)
         if num_areas < 1:
             raise ValueError(f"{self.name}: num_areas must be >= 1, got {num_areas}")
@@ -45,6 +119,8 @@ class AreaEnv(BaseEnv):
         self.n_agents = num_areas * self.agents_per_area
         self.rng = np.random.default_rng(seed)
         self._spec = BehaviorSpec(tuple(self.observation_specs()), self.action_spec())
+        check_agent_memory(self._env_id(), self.n_agents, self._spec.observation_specs,
+                           self.state_bytes_per_agent, count=num_areas)
         self._all_rows = np.arange(self.n_agents)
         self._agent_ids = self._all_rows.astype(np.int32)
         self._episode_steps = np.zeros(self.n_agents, np.int64)
@@ -52,6 +128,11 @@ class AreaEnv(BaseEnv):
         self._actions: ActionTuple | None = None
         self._decision_rows = self._all_rows
         self._steps: Tuple[DecisionSteps, TerminalSteps] | None = None
+        self._group_ids: np.ndarray | None = None  # [rows] int32 when agents form groups
+
+    @classmethod
+    def _env_arg_defaults(cls) -> Mapping[str, Any]:
+        return cls.env_arg_defaults
 
     # --- to implement -------------------------------------------------------
     @abc.abstractmethod
@@ -89,6 +170,14 @@ class AreaEnv(BaseEnv):
     def _action_mask(self, rows: np.ndarray) -> List[np.ndarray]:
         return [np.zeros((len(rows), b), bool) for b in self._spec.action_spec.discrete_branches]
 
+    def _restart_next(self, acting: np.ndarray, ending: np.ndarray) -> np.ndarray:
+        """Rows that start a new episode at the next step: here, every agent that ended."""
+        return acting[ending]
+
+    def _group_reward(self, acting: np.ndarray) -> np.ndarray | None:
+        """[k] group reward of the agents that acted in this step (None: no groups)."""
+        return None
+
     # --- BaseEnv ------------------------------------------------------------
     @property
     def behavior_specs(self) -> Mapping[str, BehaviorSpec]:
@@ -99,9 +188,11 @@ class AreaEnv(BaseEnv):
         self._episode_steps[:] = 0
         self._ended[:] = False
         self._actions = None
-        self._decision_rows = self._all_rows
-        self._steps = (self._decision_steps(self._all_rows, np.zeros(self.n_agents, np.float32)),
-                       TerminalSteps.empty(self._spec))
+        nobody = np.zeros(0, np.int64)
+        decision, terminal, self._decision_rows = self._assemble(
+            nobody, np.zeros(0, np.float32), np.zeros(0, bool), np.zeros(0, bool),
+            self._all_rows, None)
+        self._steps = (decision, terminal)
 
     def get_steps(self, behavior_name: str) -> Tuple[DecisionSteps, TerminalSteps]:
         self._check_name(behavior_name)
@@ -135,40 +226,28 @@ class AreaEnv(BaseEnv):
         interrupted = ~terminated & self._truncated(acting)
         ending = terminated | interrupted
         self._ended[:] = False
-        self._ended[acting[ending]] = True
-
-        if ending.any():
-            end_rows = acting[ending]
-            terminal = TerminalSteps(self._observe(end_rows), reward[ending],
-                                     interrupted[ending], self._agent_ids[end_rows])
-            continuing = acting[~ending]
-            cont_reward = reward[~ending]
-        else:
-            terminal = TerminalSteps.empty(self._spec)
-            continuing, cont_reward = acting, reward
-        if len(restarting):
-            order = np.concatenate([continuing, restarting])
-            rewards = np.concatenate([cont_reward, np.zeros(len(restarting), np.float32)])
-            sort = np.argsort(order, kind="stable")  # keep agents in row order
-            decision_rows, rewards = order[sort], rewards[sort]
-        else:
-            decision_rows, rewards = continuing, cont_reward
-        self._decision_rows = decision_rows
-        self._steps = (self._decision_steps(decision_rows, rewards), terminal)
+        self._ended[self._restart_next(acting, ending)] = True
+        decision, terminal, self._decision_rows = self._assemble(
+            acting, reward, ending, interrupted, restarting, self._group_reward(acting))
+        self._steps = (decision, terminal)
 
     def heuristic(self, behavior_name: str, decision_steps: DecisionSteps) -> ActionTuple:
         self._check_name(behavior_name)
         return self._heuristic(np.asarray(decision_steps.agent_id, np.int64))
 
     # --- helpers ------------------------------------------------------------
-    def _decision_steps(self, rows: np.ndarray, reward: np.ndarray) -> DecisionSteps:
-        return DecisionSteps(self._observe(rows), reward.astype(np.float32, copy=False),
-                             self._agent_ids[rows], self._action_mask(rows))
+    def _assemble(self, acting, reward, ending, interrupted, restarting, group_reward):
+        return assemble_steps(self._spec, self._observe, self._action_mask, self._agent_ids,
+                              self._group_ids, acting, reward, ending, interrupted, restarting,
+                              group_reward)
 
     def _check_name(self, behavior_name: str) -> None:
         if behavior_name != self.name:
             raise KeyError(f"{self!r} has no behavior '{behavior_name}'; "
                            f"its behavior is '{self.name}'")
+
+    def _env_id(self) -> str:
+        return f"builtin:{self.name}"
 
     def __repr__(self) -> str:
         return f"builtin:{self.name}(num_areas={self.num_areas}, agents={self.n_agents})"
@@ -207,3 +286,71 @@ def parse_env_args(env_name: str, given: Mapping[str, Any],
             value = float(value)
         out[key] = value
     return out
+
+
+class GroupAreaEnv(AreaEnv):
+    """Areas whose agents form one group each (MA-POCA's groups), vectorised over areas.
+
+    The group rules of the env API (DESIGN §4), which ``check_env`` checks:
+
+    - every member of area ``a`` has ``group_id`` ``a + 1``: nonzero, unique per area and
+      the same across its episodes, like a Unity ``SimpleMultiAgentGroup``;
+    - an area's episode starts for all its members together;
+    - a member that leaves before its group (dies) sends its terminal step then (a real
+      end) and is absent from the steps after, until its area's next episode;
+    - the group's episode ends with terminal steps for the members still present, all in
+      the same step: a real end, or ``interrupted`` when the step limit cut it; then, as
+      any agent here, every member sits out one step and the area starts anew;
+    - ``group_reward`` is what the group received in the step, reported to every member
+      present (in decision or terminal steps); ``reward`` holds individual rewards only.
+      Env arg ``shared_reward=true`` also adds the group reward to each member's own
+      reward, for independent learners (PPO reads only ``reward``); a group trainer
+      (POCA) must not use it, as it would count the group reward twice.
+
+    A subclass implements ``_act_group`` instead of ``_act``, and ``_reset_agents``
+    always receives every member of the areas to reset. The members of one area are
+    rows ``a * agents_per_area + k``.
+    """
+
+    def __init__(self, seed: int = 0, num_areas: int | None = None, **env_args):
+        super().__init__(seed, num_areas, **env_args)
+        self._area_of = self._all_rows // self.agents_per_area
+        self._group_ids = (self._area_of + 1).astype(np.int32)
+        self._step_group_reward = np.zeros(0, np.float32)
+
+    @classmethod
+    def _env_arg_defaults(cls) -> Mapping[str, Any]:
+        return {**cls.env_arg_defaults, "shared_reward": False}
+
+    @abc.abstractmethod
+    def _act_group(self, rows: np.ndarray, actions: ActionTuple
+                   ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Applies ``actions`` of the members in ``rows`` (the members present in areas
+        that are mid-episode; other areas must not change).
+
+        Returns:
+            reward [k] individual rewards, group_reward [num_areas] (read for the areas
+            that acted), left [k] bool: the member leaves its group now (dies), and
+            done [num_areas] bool: the group's episode really ended.
+        """
+
+    def _act(self, rows, actions):
+        reward, group_reward, left, done = self._act_group(rows, actions)
+        area = self._area_of[rows]
+        self._step_group_reward = np.asarray(group_reward, np.float32)[area]
+        reward = np.asarray(reward, np.float32)
+        if self.args["shared_reward"]:
+            reward = reward + self._step_group_reward
+        return reward, left | done[area]
+
+    def _group_reward(self, acting):
+        return self._step_group_reward
+
+    def _restart_next(self, acting, ending):
+        # A group's episode ends (and its area restarts) when no member present goes on.
+        return self.rows_of_areas(ended_groups(self._area_of[acting], ending))
+
+    def rows_of_areas(self, areas: np.ndarray) -> np.ndarray:
+        """Every member row of ``areas`` [m]: [m * agents_per_area]."""
+        k = self.agents_per_area
+        return (np.asarray(areas, np.int64)[:, None] * k + np.arange(k)).reshape(-1)

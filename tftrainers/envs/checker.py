@@ -4,6 +4,12 @@ Like Stable-Baselines3's env checker, for the ML-Agents-shaped API::
 
     from tftrainers.envs import make, check_env
     report = check_env(make("builtin:GridWorld"))   # raises EnvCheckError listing problems
+
+Agents with a nonzero ``group_id`` are held to the group rules (DESIGN §4): the group
+reward is the same for every member present in a step; an agent keeps its group within
+an episode; a member that leaves before its group stays absent until the group's
+episode ends; and a group's episode ends with terminal steps for every member that was
+still present.
 """
 from __future__ import annotations
 
@@ -101,6 +107,7 @@ def check_env(env: BaseEnv, n_steps: int = 300, seed: int = 0) -> Dict[str, Dict
     if problems:
         raise EnvCheckError(problems)
     report = {name: {"decisions": 0, "episodes": 0, "interrupted": 0} for name in specs}
+    groups = {name: _GroupRules() for name in specs}
     env.reset()
     for t in range(n_steps + 1):
         for name, spec in specs.items():
@@ -114,6 +121,7 @@ def check_env(env: BaseEnv, n_steps: int = 300, seed: int = 0) -> Dict[str, Dict
             if len(both):
                 problems.append(f"{where}: agents {both.tolist()[:5]} are in both decision and "
                                 f"terminal steps")
+            groups[name].check(problems, where, decision, terminal)
             report[name]["decisions"] += len(decision)
             report[name]["episodes"] += len(terminal)
             report[name]["interrupted"] += int(np.sum(terminal.interrupted))
@@ -140,3 +148,52 @@ def _check_action_validation(problems, env, name, spec, n):
         return
     problems.append(f"'{name}': set_actions accepted actions for {n + 1} agents when {n} "
                     f"asked for a decision")
+
+
+class _GroupRules:
+    """Tracks one behavior's groups across steps to check the group rules."""
+
+    def __init__(self):
+        self.group_of: Dict[int, int] = {}  # agent in an episode -> its group id
+        self.present: Dict[int, set] = {}  # group -> members in the last decision steps
+        self.departed: Dict[int, int] = {}  # member that left early -> its group
+
+    def check(self, problems: List[str], where: str, decision: DecisionSteps,
+              terminal: TerminalSteps) -> None:
+        ids = np.concatenate([decision.agent_id, terminal.agent_id]).astype(np.int64).tolist()
+        gids = np.concatenate([decision.group_id, terminal.group_id]).astype(np.int64).tolist()
+        rewards = np.concatenate([decision.group_reward, terminal.group_reward]).tolist()
+        seen_reward: Dict[int, float] = {}
+        for agent, group, reward in zip(ids, gids, rewards):
+            if agent in self.group_of and self.group_of[agent] != group:
+                problems.append(f"{where}: agent {agent} changed group_id from "
+                                f"{self.group_of[agent]} to {group} within an episode")
+            if group and seen_reward.setdefault(group, reward) != reward:
+                problems.append(f"{where}: members of group {group} got different group "
+                                f"rewards ({seen_reward[group]} and {reward}) in one step")
+        deciding: Dict[int, set] = {}
+        for agent, group in zip(decision.agent_id.tolist(), decision.group_id.tolist()):
+            self.group_of[agent] = group
+            if group:
+                deciding.setdefault(group, set()).add(agent)
+                if self.departed.get(agent) == group:
+                    problems.append(f"{where}: agent {agent} left group {group} before it and "
+                                    f"is back in decision steps before the group's episode ended")
+        ending: Dict[int, set] = {}
+        for agent, group in zip(terminal.agent_id.tolist(), terminal.group_id.tolist()):
+            self.group_of.pop(agent, None)
+            if group:
+                ending.setdefault(group, set()).add(agent)
+        for group, members in ending.items():
+            if group in deciding:  # the group goes on: these members left it early
+                for agent in members:
+                    self.departed[agent] = group
+                continue
+            # The group's episode ended: every member present until now ends with it.
+            missing = self.present.get(group, set()) - members
+            if missing:
+                problems.append(f"{where}: group {group}'s episode ended without terminal steps "
+                                f"for members {sorted(missing)[:5]} that were present")
+            for agent in [a for a, g in self.departed.items() if g == group]:
+                del self.departed[agent]
+        self.present = deciding

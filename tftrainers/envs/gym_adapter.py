@@ -21,6 +21,11 @@ import numpy as np
 
 from tftrainers.envs.area_env import AreaEnv
 from tftrainers.envs.base import ActionSpec, ActionTuple, ObservationKind, ObservationSpec
+from tftrainers.envs.checks import EnvDataError, check_agent_memory
+
+# Memory of one gymnasium env copy besides its observations (CartPole-v1 measured ~5 KB
+# with tracemalloc; rendering or physics envs hold more), for the memory check.
+_BYTES_PER_COPY = 8192
 
 
 def _import_gymnasium():
@@ -152,12 +157,15 @@ class GymEnv(AreaEnv):
         gymnasium = _import_gymnasium()
         self.name = env_id
         self.agents_per_area = 1
-        try:
-            self.envs = [gymnasium.make(env_id, **make_kwargs) for _ in range(int(num_envs))]
-        except gymnasium.error.Error as error:
-            raise ValueError(f"gym:{env_id}: {error}") from error
-        env = self.envs[0]
+        num_envs = int(num_envs)
+        if num_envs < 1:
+            raise ValueError(f"gym:{env_id}: num_areas (copies) must be >= 1, got {num_envs}")
+        env = self._make(gymnasium, make_kwargs)
         self._obs_parts = _observation_parts(env.observation_space, "obs")
+        # Before making the other copies: a mistyped count must not exhaust the memory.
+        check_agent_memory(f"gym:{env_id}", num_envs, [spec for spec, _ in self._obs_parts],
+                           _BYTES_PER_COPY)
+        self.envs = [env] + [self._make(gymnasium, make_kwargs) for _ in range(num_envs - 1)]
         self._action = _ActionConverter(env.action_space)
         self._seed = seed
         self._seeded = np.zeros(len(self.envs), bool)
@@ -170,6 +178,17 @@ class GymEnv(AreaEnv):
                            if isinstance(space, _import_gymnasium().spaces.Box) else None)
         self._truncated_now = np.zeros(self.n_agents, bool)
 
+    def _make(self, gymnasium, make_kwargs):
+        try:
+            return gymnasium.make(self.name, **make_kwargs)
+        except gymnasium.error.Error as error:
+            raise ValueError(f"gym:{self.name}: {error}") from error
+        except TypeError as error:  # a keyword the env's constructor does not take
+            given = ", ".join(f"{k}={v!r}" for k, v in make_kwargs.items()) or "none"
+            reason = str(error).split(" was raised from the environment creator")[0]
+            raise ValueError(f"gym:{self.name}: the env does not take env args {given} "
+                             f"({reason})") from error
+
     def observation_specs(self):
         return [spec for spec, _ in self._obs_parts]
 
@@ -177,8 +196,33 @@ class GymEnv(AreaEnv):
         return ActionSpec(self._action.continuous_size, tuple(self._action.branches))
 
     def _store(self, row: int, raw_obs) -> None:
-        for latest, (_, convert) in zip(self._latest, self._obs_parts):
-            latest[row] = convert(raw_obs)
+        try:
+            for latest, (_, convert) in zip(self._latest, self._obs_parts):
+                latest[row] = convert(raw_obs)
+        except (ValueError, TypeError, IndexError, KeyError) as error:
+            raise self._observation_error([row], [raw_obs], error) from None
+
+    def _observation_error(self, rows, raw_obs, error: Exception) -> EnvDataError:
+        """The one-line error for the first of ``raw_obs`` (the env's observations of
+        ``rows``) that does not fit the observation space."""
+        space = self.envs[0].observation_space
+        box = isinstance(space, _import_gymnasium().spaces.Box)
+        where = f"behavior '{self.name}' (gym:{self.name})"
+        for row, raw in zip(rows, raw_obs):
+            if box and np.shape(raw) != space.shape:
+                spec = self._obs_parts[0][0]
+                return EnvDataError(f"{where}: agent {int(row)}: observation 0 ('{spec.name}') "
+                                    f"from the env has shape {list(np.shape(raw))}, its "
+                                    f"observation space has {list(space.shape)}")
+            for index, (spec, convert) in enumerate(self._obs_parts):
+                try:
+                    convert(raw)
+                except (ValueError, TypeError, IndexError, KeyError) as part_error:
+                    return EnvDataError(f"{where}: agent {int(row)}: observation {index} "
+                                        f"('{spec.name}') from the env does not fit its "
+                                        f"observation space {space} ({part_error})")
+        return EnvDataError(f"{where}: an observation from the env does not fit its "
+                            f"observation space {space} ({error})")
 
     def _reset_agents(self, rows):
         for row in rows:
@@ -196,7 +240,10 @@ class GymEnv(AreaEnv):
         obs, reward, terminated, truncated, _ = zip(*results)
         if self._box_scale is not None:
             latest = self._latest[0]
-            stacked = np.asarray(obs, np.float32).reshape(len(rows), *latest.shape[1:])
+            try:
+                stacked = np.asarray(obs, np.float32).reshape(len(rows), *latest.shape[1:])
+            except (ValueError, TypeError) as error:
+                raise self._observation_error(rows.tolist(), obs, error) from None
             latest[rows] = stacked if self._box_scale == 1.0 else stacked * self._box_scale
         else:
             for row, o in zip(rows.tolist(), obs):
@@ -213,6 +260,9 @@ class GymEnv(AreaEnv):
     def close(self):
         for env in self.envs:
             env.close()
+
+    def _env_id(self) -> str:
+        return f"gym:{self.name}"
 
     def __repr__(self):
         return f"gym:{self.name}(num_envs={self.n_agents})"

@@ -5,7 +5,8 @@
     results/RUN/<Behavior>/saved_model/<step>/        numeric versions, as TF Serving expects
 
 Each file or folder is written under a temporary name and renamed into place, so a reader
-(TF Serving polls the folder) never sees half an export.
+(TF Serving polls the folder) never sees half an export. A folder that cannot be written
+(read-only, full) is one ``ExportWriteError`` line naming it.
 """
 from __future__ import annotations
 
@@ -17,11 +18,31 @@ from typing import List, Sequence
 FORMATS = ("onnx", "savedmodel")
 
 
+class ExportWriteError(ValueError):
+    """An export could not be written (the folder is read-only, full, not a folder)."""
+
+
 def export_policy(policy, behavior: str, out_dir: str, step: int,
                   formats: Sequence[str] = FORMATS, opset: int = None,
                   critic=None) -> List[str]:
     """Writes the policy's ONNX and/or SavedModel for ``step`` (the SavedModel with the
-    ``critic``'s value signature when given); returns what was written."""
+    ``critic``'s value signature when given); returns what was written.
+
+    Raises:
+        ExportWriteError: ``out_dir`` cannot be written; what was there before stays.
+    """
+    import tensorflow as tf
+    try:
+        return _export(policy, behavior, out_dir, step, formats, opset, critic)
+    except (OSError, tf.errors.OpError) as error:
+        where = getattr(error, "filename", None) or out_dir
+        reason = getattr(error, "strerror", None) or getattr(error, "message", None) or error
+        reason = (str(reason).strip().splitlines() or [type(error).__name__])[0][:200]
+        raise ExportWriteError(f"{where}: cannot write the export of '{behavior}' "
+                               f"({reason})") from error
+
+
+def _export(policy, behavior, out_dir, step, formats, opset, critic) -> List[str]:
     from tftrainers.export import DEFAULT_OPSET, export_onnx, export_savedmodel
     written = []
     behavior_dir = os.path.join(out_dir, behavior)

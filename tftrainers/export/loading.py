@@ -15,7 +15,9 @@ the deterministic action outputs.
 
 The model is checked against the behavior's spec when it is loaded: every input must be
 one the policy can feed with the env's data, shaped like it, and the action outputs must
-match the action spec (``ValueError`` naming the input or output and both shapes).
+match the action spec (``ValueError`` naming the input or output and both shapes). A file
+that is not a readable model (truncated, garbage, damaged variables) is a ``ValueError``
+naming it, too.
 """
 from __future__ import annotations
 
@@ -33,6 +35,11 @@ from tftrainers.envs.base import (ActionTuple, BehaviorSpec, DecisionSteps, Obse
 from tftrainers.export import signature as contract
 
 Shape = Tuple[Optional[int], ...]
+
+
+def _reason(error: BaseException) -> str:
+    """The first line of a loader's error, short."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
 
 
 def _format_shape(shape: Sequence) -> str:
@@ -66,8 +73,12 @@ class _OnnxModel(_Model):
         # One agent batch per env step: threads cost more in hand-offs than they save.
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
-        self.session = onnxruntime.InferenceSession(path, options,
-                                                    providers=["CPUExecutionProvider"])
+        try:
+            self.session = onnxruntime.InferenceSession(path, options,
+                                                        providers=["CPUExecutionProvider"])
+        except Exception as error:  # onnxruntime's own kinds: InvalidProtobuf, Fail, ...
+            raise ValueError(f"{path}: not a readable ONNX model ({_reason(error)})") \
+                from error
 
         def describe(values):
             return {v.name: (tuple(d if isinstance(d, int) else None for d in v.shape),
@@ -84,7 +95,11 @@ class _SavedModel(_Model):
     def __init__(self, path: str):
         self.folder = folder = _saved_model_folder(path)
         # Keep the loaded object: its signature functions hold only weak references.
-        self.loaded = tf.saved_model.load(folder)
+        try:
+            self.loaded = tf.saved_model.load(folder)
+        except Exception as error:  # a damaged saved_model.pb or variables: many kinds
+            raise ValueError(f"{folder}: the SavedModel cannot be read ({_reason(error)})") \
+                from error
         if contract.SERVING_SIGNATURE not in self.loaded.signatures:
             raise ValueError(f"{folder}: no '{contract.SERVING_SIGNATURE}' signature (has "
                              f"{', '.join(self.loaded.signatures) or 'none'})")

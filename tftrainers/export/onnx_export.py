@@ -82,7 +82,8 @@ def export_onnx(policy, path: str, opset: int = DEFAULT_OPSET) -> str:
     model = policy_to_onnx(policy, opset)
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".onnx.tmp", dir=folder)
+    # ".tmp-" marks it for the leftover cleanup of a run killed meanwhile.
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".onnx", dir=folder)
     os.close(fd)
     try:
         onnx.save(model, tmp)

@@ -16,13 +16,13 @@ converted again while training.
 """
 from __future__ import annotations
 
-import contextlib
 import logging
 from typing import Callable, Sequence
 
 import numpy as np
 
 from tftrainers.acting.onnx_program import OnnxProgram, WeightInput
+from tftrainers.logs import quiet_logger
 
 #: Opsets a Unity project can import (Sentis reads 7..15; ML-Agents' exporter writes 9),
 #: from ML-Agents' own up: every one converts these graphs and matches Keras (tests).
@@ -36,17 +36,10 @@ class OnnxExportError(RuntimeError):
     """tf2onnx left TensorFlow ops it could not convert in the graph."""
 
 
-@contextlib.contextmanager
 def quiet_tf2onnx():
     """tf2onnx logs its version banner and every optimizer pass at INFO: a page per
     conversion in an application that logs at INFO. Warnings still show."""
-    logger = logging.getLogger("tf2onnx")
-    level = logger.level
-    logger.setLevel(logging.WARNING)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
+    return quiet_logger("tf2onnx", logging.WARNING)
 
 
 def check_converted(model, opset: int) -> None:

@@ -25,7 +25,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from tftrainers.acting import ActingStats, AgentManager, WeightUpdate
-from tftrainers.checkpoint import Checkpointer, CheckpointError
+from tftrainers.checkpoint import Checkpointer
 from tftrainers.envs import BehaviorSpec
 from tftrainers.export.artifacts import export_policy, prune_exports
 from tftrainers.processing import EpisodeStats, Trajectory
@@ -197,9 +197,11 @@ class Trainer(abc.ABC):
             while self._next_summary <= self.step:
                 self._next_summary += self.settings.summary_freq
         if self.step >= self._next_checkpoint and not self.inference:
-            self.save()
+            # Advanced first: the checkpoint records the next one, so a run resumed from
+            # it does not save again a few steps later.
             while self._next_checkpoint <= self.step:
                 self._next_checkpoint += self.settings.checkpoint_interval
+            self.save()
         if self.done:
             for manager in self.managers:  # keep acting for other behaviors, stop recording
                 manager.stop_recording()
@@ -219,12 +221,17 @@ class Trainer(abc.ABC):
             state["policy_rng"] = states[0]["rng"]
         return state
 
+    #: what ``state.json`` must hold for a resume (a checkpoint without them is damaged).
+    STATE_KEYS = ("step", "next_summary", "next_checkpoint")
+
     def restore_state(self, state: dict) -> None:
         self.step = int(state["step"])
         self.version = int(state.get("version", 0))
         self.stats.elapsed_offset = float(state.get("elapsed", 0.0))
         self._next_summary = int(state["next_summary"])
         self._next_checkpoint = int(state["next_checkpoint"])
+        while self._next_checkpoint <= self.step:  # checkpoints of earlier versions
+            self._next_checkpoint += self.settings.checkpoint_interval
         acting = state.get("acting")
         if acting is None and "policy_rng" in state:
             acting = [{"rng": state["policy_rng"]}]
@@ -251,13 +258,14 @@ class Trainer(abc.ABC):
         self.publish_weights()
 
     def restore_latest(self) -> None:
-        """Continues from the latest checkpoint (``--resume``)."""
+        """Continues from the latest checkpoint (``--resume``), or from the newest one that
+        reads completely when the latest is damaged (saying which and why)."""
         self.wait_for_update()
-        path = self.checkpointer.latest()
-        if path is None:
-            raise CheckpointError(f"{self.checkpointer.directory}: no checkpoint to resume "
-                                  f"'{self.behavior_name}' from")
-        state = Checkpointer.restore(path, self.trackables())
+        entry, state, skipped = self.checkpointer.restore_newest(
+            self.trackables(), required=self.STATE_KEYS, repair=True)
+        if skipped:
+            self.log(f"[WARNING] {self.behavior_name}: resumed from {entry['path']} (step "
+                     f"{entry['step']}) because {'; '.join(skipped)}; set aside as *.damaged")
         self.restore_state(state)
         self.weights_restored()
         self._saved_step = self.step
@@ -266,9 +274,9 @@ class Trainer(abc.ABC):
     def initialize_from(self, run_dir: str) -> None:
         """Copies the policy weights of another run (``--initialize-from``); step stays 0."""
         directory = os.path.join(run_dir, self.behavior_name, "checkpoints")
-        path = Checkpointer(directory, self.behavior_name).latest()
-        if path is None:
-            raise CheckpointError(f"{directory}: no checkpoint to initialize "
-                                  f"'{self.behavior_name}' from")
-        Checkpointer.restore(path, self.policy.trackables())
+        entry, _, skipped = Checkpointer(directory, self.behavior_name).restore_newest(
+            self.policy.trackables())
+        if skipped:
+            self.log(f"[WARNING] {self.behavior_name}: initialized from {entry['path']} "
+                     f"because {'; '.join(skipped)}")
         self.weights_restored()

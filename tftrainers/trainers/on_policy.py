@@ -147,6 +147,8 @@ class OnPolicyTrainer(Trainer):
             self.stats.set_stat(key, value)
         self.publish_weights(self.optimizer.actor_weights)
 
+    STATE_KEYS = Trainer.STATE_KEYS + ("trainer_rng",)
+
     def checkpoint_state(self) -> dict:
         return {**super().checkpoint_state(), "trainer_rng": self.rng.bit_generator.state}
 

@@ -20,13 +20,11 @@ import numpy as np
 
 from tftrainers.envs.area_env import AreaEnv
 from tftrainers.envs.base import ActionSpec, ActionTuple, ObservationSpec
+from tftrainers.envs.builtin.sensors import SECTORS, sector_proximity, wall_closeness
 
 GOAL_REWARD = 2.0
 STEP_PENALTY = 0.001
-SECTORS = 8
 MOVES = np.array([[0, 0], [-1, 0], [1, 0], [0, -1], [0, 1]])  # stay, up, down, left, right
-# Centre directions of the 8 sectors: N, NE, E, SE, S, SW, W, NW (row, column).
-RAYS = np.array([[-1, 0], [-1, 1], [0, 1], [1, 1], [1, 0], [1, -1], [0, -1], [-1, -1]])
 
 
 class PyramidsEnv(AreaEnv):
@@ -87,27 +85,11 @@ class PyramidsEnv(AreaEnv):
         reward = (-STEP_PENALTY + GOAL_REWARD * reached).astype(np.float32)
         return reward, reached
 
-    def _sector_proximity(self, agent: np.ndarray, target: np.ndarray,
-                          present: np.ndarray) -> np.ndarray:
-        """[k, 8]: 1 - distance / (sight + 1) in the target's sector if within sight."""
-        offset = target - agent
-        distance = np.max(np.abs(offset), axis=1)
-        angle = np.arctan2(offset[:, 1], -offset[:, 0])  # 0 = north, clockwise
-        sector = np.round(angle / (2 * np.pi / SECTORS)).astype(np.int64) % SECTORS
-        seen = present & (distance <= self.sight) & (distance > 0)
-        out = np.zeros((len(agent), SECTORS), np.float32)
-        out[np.flatnonzero(seen), sector[seen]] = 1.0 - distance[seen] / (self.sight + 1)
-        return out
-
     def _observe(self, rows):
         agent = self.agent[rows]
-        # Steps to the wall along each sector's centre ray, as closeness in (0, 1].
-        limits = np.where(RAYS[None] > 0, self.size - 1 - agent[:, None, :],
-                          np.where(RAYS[None] < 0, agent[:, None, :], self.size))
-        steps = np.min(np.where(RAYS[None] != 0, limits, self.size), axis=2)
-        walls = (1.0 / (1.0 + steps)).astype(np.float32)
-        switch = self._sector_proximity(agent, self.switch[rows], ~self.switch_on[rows])
-        goal = self._sector_proximity(agent, self.goal[rows], self.switch_on[rows])
+        walls = wall_closeness(agent, self.size)
+        switch = sector_proximity(agent, self.switch[rows], ~self.switch_on[rows], self.sight)
+        goal = sector_proximity(agent, self.goal[rows], self.switch_on[rows], self.sight)
         on = self.switch_on[rows].astype(np.float32)[:, None]
         return [np.concatenate([walls, switch, goal, on], axis=1)]
 

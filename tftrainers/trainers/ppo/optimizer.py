@@ -24,7 +24,9 @@ capacity, so XLA compiles once per capacity rather than per buffer length) with 
 shape matrix of minibatch indices (``num_epoch`` shuffled passes, whole sequences for
 recurrent policies) and the number of rows to use; the minibatch loop runs in the graph.
 Learned reward signals (curiosity, RND) take their gradient step on each minibatch inside
-the same loop, as ML-Agents interleaves them.
+the same loop, as ML-Agents interleaves them. An update whose losses or new weights are not
+finite is undone inside the same call (``finite.FiniteGuard``: weights and Adam state as
+they were) and refused with ``NonFiniteUpdateError``.
 """
 from __future__ import annotations
 
@@ -44,6 +46,8 @@ from tftrainers.settings import TrainerSettings
 from tftrainers.tf_utils.adam import FusedAdam
 from tftrainers.tf_utils.compiled import CompiledFunction
 from tftrainers.tf_utils.onnx_function import OnnxExportError, convert_to_onnx, flat_values
+from tftrainers.trainers.finite import (FiniteGuard, NonFiniteUpdateError, refusal_message,
+                                        variables_of)
 from tftrainers.trainers.policy import Policy, obs_signature, unflatten_obs
 from tftrainers.trainers.schedules import (BETA_FLOOR, EPSILON_FLOOR, LEARNING_RATE_FLOOR,
                                            decayed_value)
@@ -143,6 +147,10 @@ class PPOOptimizer:
         self._published = policy.variables + list(self.critic.variables)
         self._actor_size = sum(int(np.prod(v.shape)) for v in policy.variables)
         self.actor_weights: Optional[np.ndarray] = None  # set by each update
+        # Everything an update changes: restored in the graph if the update is not finite.
+        self._guard = FiniteGuard(list(self.variables) + list(self.optimizer.variables) + [
+            v for p in self.reward_providers.values()
+            for v in variables_of(p.trackables()).values()])
         spec = policy.spec
         c = spec.action_spec.continuous_size
         b = spec.action_spec.discrete_size
@@ -240,11 +248,13 @@ class PPOOptimizer:
     # --- compiled ---------------------------------------------------------------------------
     def _update_all(self, buffer: PPOBatch, index: tf.Tensor, count: tf.Tensor,
                     learning_rate: tf.Tensor, beta: tf.Tensor,
-                    epsilon: tf.Tensor) -> Tuple[Dict[str, tf.Tensor], tf.Tensor]:
+                    epsilon: tf.Tensor) -> Tuple[Dict[str, tf.Tensor], tf.Tensor, tf.Tensor]:
         """Gradient steps on the minibatches ``index[:count]`` ([rows, batch] step indices);
-        returns the mean stats and the trained variables' new values (one flat vector)."""
+        returns the mean stats, the trained variables' new values (one flat vector) and
+        whether all of it was finite (if not, every variable was put back as it was)."""
         seq = self.sequence_length
         names = self.stat_names
+        saved = self._guard.snapshot()
         # In the graph: an eager assign costs ~0.5 ms in an env loop, the update ~5.
         self.optimizer.learning_rate.assign(learning_rate)
 
@@ -268,10 +278,11 @@ class PPOOptimizer:
         _, totals = tf.while_loop(lambda i, _: i < count, body,
                                   (tf.constant(0), tuple(tf.constant(0.0) for _ in names)))
         n = tf.cast(tf.maximum(count, 1), tf.float32)
+        stats = {k: v / n for k, v in zip(names, totals)}
+        finite = self._guard.restore_unless_finite(saved, list(stats.values()))
         # The new weights leave with the stats: the acting side needs them next, and
         # reading them in a call of their own costs more than the copy.
-        return ({k: v / n for k, v in zip(names, totals)},
-                self.optimizer.flat_values(self._published))
+        return stats, self.optimizer.flat_values(self._published), finite
 
     def _update_step(self, batch: PPOBatch, beta: tf.Tensor, epsilon: tf.Tensor):
         """One gradient step on a minibatch (``batch.memory``: [sequences, memory_size])."""
@@ -304,21 +315,27 @@ class PPOOptimizer:
 
         Returns:
             Mean losses and the schedules' current values, by ML-Agents stat name.
+
+        Raises:
+            NonFiniteUpdateError: a loss or a new weight was NaN or inf; the update was
+                undone (weights and optimizer state as before it).
         """
         self.wait_for_compile()
         values = self.schedules(step)
         n_steps = len(buffer)
         capacity = self.capacity(n_steps)
         index, count = self.minibatch_index(n_steps, capacity, rng)
-        out, weights = self.update_fn(self.make_batch(buffer, capacity), index, count,
-                                      values["learning_rate"], values["beta"],
-                                      values["epsilon"])
+        out, weights, finite = self.update_fn(self.make_batch(buffer, capacity), index, count,
+                                              values["learning_rate"], values["beta"],
+                                              values["epsilon"])
+        stats = {key: float(value) for key, value in out.items()}
+        if not bool(finite):
+            raise NonFiniteUpdateError(refusal_message(step, stats))
         weights = weights.numpy()
         self.actor_weights = weights[:self._actor_size]
         if self._critic_runner is not None:
             self._critic_runner.set_weights(weights[self._actor_size:])
             self._critic_stale = False
-        stats = {key: float(value) for key, value in out.items()}
         stats.update({"Policy/Learning Rate": values["learning_rate"],
                       "Policy/Beta": values["beta"], "Policy/Epsilon": values["epsilon"]})
         return stats

@@ -1,0 +1,185 @@
+"""Real processes: SIGTERM/SIGINT mid-run and during start-up, a second signal during the
+save, a second process on a run in use, and reading a run's checkpoints while it trains."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from tftrainers.checkpoint import Checkpointer
+from tftrainers.cli import learn_main
+from tftrainers.runs import load_policy
+
+BIN = os.path.dirname(sys.executable)
+CONFIG = """
+behaviors:
+  Basic:
+    hyperparameters: {batch_size: 32, buffer_size: 64}
+    network_settings: {hidden_units: 8, num_layers: 1}
+    max_steps: 100000000
+    time_horizon: 8
+    summary_freq: 1000
+    checkpoint_interval: 300
+    keep_checkpoints: 1
+env_settings: {env_path: "builtin:Basic", seed: 0}
+tf_settings: {jit_compile: false}
+"""
+
+
+def learn_command():
+    path = os.path.join(BIN, "tftrainers-learn")
+    if not os.path.exists(path):
+        pytest.skip("tftrainers-learn is not installed next to this Python")
+    return path
+
+
+def wait_for(condition, timeout=120.0, process=None):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if condition():
+            return
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"the process ended early ({process.returncode})")
+        time.sleep(0.02)
+    raise AssertionError("timed out")
+
+
+def start(tmp_path, run_id, argv=None, script=None):
+    config = tmp_path / "c.yaml"
+    config.write_text(textwrap.dedent(CONFIG))
+    results = tmp_path / "results"
+    out, err = open(tmp_path / f"{run_id}.out", "w"), open(tmp_path / f"{run_id}.err", "w")
+    args = [str(config), "--run-id", run_id, "--results-dir", str(results), *(argv or [])]
+    command = [sys.executable, "-c", script, *args] if script else [learn_command(), *args]
+    process = subprocess.Popen(command, stdout=out, stderr=err, env={
+        **os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    return process, config, results / run_id
+
+
+def outputs(tmp_path, run_id):
+    return ((tmp_path / f"{run_id}.out").read_text(), (tmp_path / f"{run_id}.err").read_text())
+
+
+def latest_step(run):
+    entries = Checkpointer(str(run / "Basic" / "checkpoints"), "Basic").checkpoints()
+    return entries[-1]["step"] if entries else None
+
+
+@pytest.fixture(scope="module")
+def training(tmp_path_factory):
+    """A run that trains until SIGTERM, saving (and pruning) every 300 steps."""
+    tmp_path = tmp_path_factory.mktemp("training")
+    process, config, run = start(tmp_path, "r")
+    wait_for(lambda: (latest_step(run) or 0) >= 600, process=process)
+    yield process, config, run, tmp_path
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+
+
+def test_reading_a_run_while_it_trains_always_gets_a_complete_checkpoint(training):
+    # Every save prunes the checkpoint before it (keep_checkpoints: 1), so a reader that
+    # took the newest from the index often finds it half deleted (2-3 in 600 reads failed
+    # before restore_newest read the index again).
+    process, _, run, _ = training
+    policy, step = load_policy(str(run), "Basic", with_step=True)
+    checkpointer = Checkpointer(str(run / "Basic" / "checkpoints"), "Basic")
+    steps, reads = {step}, 0
+    end = time.monotonic() + 4
+    while time.monotonic() < end:
+        entry, _, skipped = checkpointer.restore_newest(policy.trackables())
+        steps.add(entry["step"])
+        reads += 1
+        assert not skipped
+    assert process.poll() is None and len(steps) >= 3 and reads >= 20
+
+
+def test_a_second_process_on_a_run_in_use_is_refused(training, one_line_error):
+    process, config, run, _ = training
+    for flags in ([], ["--force"], ["--resume"]):
+        err = one_line_error(learn_main, [str(config), "--run-id", "r", "--results-dir",
+                                          str(run.parent), *flags])
+        assert f"the run is in use by process {process.pid}" in err
+    assert process.poll() is None
+
+
+def test_sigterm_mid_run_saves_and_exits_143(training):
+    process, _, run, tmp_path = training
+    before = latest_step(run)
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=120) == 143
+    out, err = outputs(tmp_path, "r")
+    saved = latest_step(run)
+    assert f"[INFO] Interrupted by SIGTERM: checkpoints saved: Basic at step {saved}; " \
+           f"continue with --resume." in out
+    assert saved >= before and "Traceback" not in err
+    with open(run / "Basic" / "checkpoints" / f"Basic-{saved}" / "state.json") as f:
+        assert json.load(f)["step"] == saved
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_during_start_up_is_one_line(tmp_path, signum):
+    process, _, run = start(tmp_path, "s")
+    wait_for(lambda: (run / "configuration.yaml").exists(), process=process)
+    process.send_signal(signum)  # TensorFlow is still importing
+    assert process.wait(timeout=60) == 128 + signum
+    _, err = outputs(tmp_path, "s")
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    name = signal.Signals(signum).name
+    assert err.strip().splitlines()[-1] == \
+        f"tftrainers-learn: interrupted by {name} before training started; nothing to save"
+
+
+SLOW_SAVE = """
+import sys, time
+import tensorflow as tf
+from tftrainers import signals
+from tftrainers.trainers.on_policy import OnPolicyTrainer
+
+def requested():
+    return signals._active is not None and signals._active.requested
+
+trainer_save = OnPolicyTrainer.save
+def save(self):
+    if requested():  # the save after the signal writes, even right after an interval save
+        self._saved_step = -1
+    return trainer_save(self)
+OnPolicyTrainer.save = save
+
+write = tf.train.Checkpoint.write
+def slow_write(self, prefix, *args, **kwargs):
+    out = write(self, prefix, *args, **kwargs)
+    if requested():  # mid-save: written under its temporary name, not renamed yet
+        open(sys.argv[1] + ".saving", "w").close()
+        time.sleep(60)
+    return out
+tf.train.Checkpoint.write = slow_write
+
+sys.argv = ["tftrainers-learn"] + sys.argv[1:]
+from tftrainers.cli import learn
+learn()
+"""
+
+
+def test_a_second_signal_during_the_save_exits_at_once_and_keeps_the_last_checkpoint(tmp_path):
+    process, config, run = start(tmp_path, "d", script=SLOW_SAVE)
+    wait_for(lambda: (latest_step(run) or 0) >= 300, process=process)
+    process.send_signal(signal.SIGINT)
+    wait_for(lambda: os.path.exists(f"{config}.saving"), timeout=60, process=process)
+    kept = latest_step(run)
+    started = time.monotonic()
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=30) == 130
+    assert time.monotonic() - started < 10  # not after the 60 s save
+    _, err = outputs(tmp_path, "d")
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == \
+        "tftrainers-learn: SIGINT again: stopped at once; the last complete checkpoint is kept"
+    assert latest_step(run) == kept
+    _, step = load_policy(str(run), "Basic", with_step=True)
+    assert step == kept
+    assert any(name.startswith(".tmp-") for name in os.listdir(run / "Basic" / "checkpoints"))
