@@ -4,16 +4,15 @@
 
 Three measurements, all in one process:
 
-1. The boundary check alone (``envs.checks.check_steps``, once per env step): its time on
-   real ``gym:CartPole-v1`` steps of 8 copies (as the config runs them), next to the
-   training loop's time per env step.
+1. The boundary check alone (``envs.checks.check_steps``, run by each AgentManager once per
+   env step): its time on real ``gym:CartPole-v1`` steps of 8 copies (as the config runs
+   them), next to the training loop's time per env step.
 2. The compiled update of the config with and without the non-finite guard (two trainers,
    calls alternating on the same buffer).
-3. The training loop of ``configs/ppo/CartPole.yaml`` as it is (boundary check, env errors
-   attributed, update guard) and as it was before them (the loop of the commit before,
-   copied below as ``_loop_before``, with the guard patched out), alternating A, B, B, A,
-   ... so the VM's drift falls on both sides. Only the loop is timed, not the start-up.
-   Runs differ by up to 10% on a shared VM: this one needs many runs to see 1%.
+3. The training loop of ``configs/ppo/CartPole.yaml`` with the boundary check and the update
+   guard, and with both patched out, alternating A, B, B, A, ... so the VM's drift falls on
+   both sides. Only the loop is timed, not the start-up. Runs differ by up to 10% on a
+   shared VM: this one needs many runs to see 1%.
 """
 from __future__ import annotations
 
@@ -54,20 +53,6 @@ def check_cost(n_steps: int = 4000, repeats: int = 7) -> float:
     return statistics.median(times) * 1e6
 
 
-def _loop_before(env, trainers, stop, env_id="", check=None):
-    """The env loop before the reliability work (its Ctrl-C handling aside)."""
-    env.reset()
-    while not stop.requested and not all(t.done for t in trainers.values()):
-        for name, trainer in trainers.items():
-            decision, terminal = env.get_steps(name)
-            actions = trainer.act(decision, terminal)
-            if len(decision):
-                env.set_actions(name, actions)
-        env.step()
-        for trainer in trainers.values():
-            trainer.advance()
-
-
 class _Timed:
     """Stands in for runner._loop: runs ``self.loop`` and times it."""
 
@@ -75,7 +60,7 @@ class _Timed:
         self.loop = loop
         self.seconds = self.env_steps = 0
 
-    def __call__(self, env, trainers, stop, env_id="", check=None):
+    def __call__(self, env, managers, trainers, stop, env_id=""):
         count = {"steps": 0}
         step = env.step
 
@@ -85,7 +70,7 @@ class _Timed:
         env.step = counted_step
         start = time.perf_counter()
         try:
-            return self.loop(env, trainers, stop, env_id, check)
+            return self.loop(env, managers, trainers, stop, env_id)
         finally:
             self.seconds = time.perf_counter() - start
             self.env_steps = count["steps"]
@@ -95,17 +80,17 @@ class _Timed:
 def set_checks(enabled: bool, saved={}):
     """Patches the boundary check and the update guard out (or back in)."""
     import tensorflow as tf
-    from tftrainers.envs import checks
+    from tftrainers.acting import agent_manager
     from tftrainers.trainers.finite import FiniteGuard
     if not saved:
-        saved.update(check=checks.check_steps, snapshot=FiniteGuard.snapshot,
+        saved.update(check=agent_manager.check_steps, snapshot=FiniteGuard.snapshot,
                      restore=FiniteGuard.restore_unless_finite)
     if enabled:
-        checks.check_steps = saved["check"]
+        agent_manager.check_steps = saved["check"]
         FiniteGuard.snapshot, FiniteGuard.restore_unless_finite = \
             saved["snapshot"], saved["restore"]
     else:
-        checks.check_steps = lambda *args: None
+        agent_manager.check_steps = lambda *args: None
         FiniteGuard.snapshot = lambda self: []
         FiniteGuard.restore_unless_finite = lambda self, saved_, tensors: tf.constant(True)
 
@@ -132,10 +117,11 @@ def update_cost(workdir: str, calls: int = 100) -> dict:
         captured["buffer"] = buffer
         return update(buffer, step, rng)
     trainers[True].optimizer.update = capture
+    manager = trainers[True].create_agent_manager(env)
     env.reset()
     while "buffer" not in captured:
         decision, terminal = env.get_steps(name)
-        actions = trainers[True].act(decision, terminal)
+        actions = manager.step(decision, terminal)
         if len(decision):
             env.set_actions(name, actions)
         env.step()
@@ -154,14 +140,13 @@ def update_cost(workdir: str, calls: int = 100) -> dict:
 def loop_cost(reps: int, steps: int, workdir: str):
     from tftrainers import runner
     from tftrainers.settings import load_run_options
-    loops = {True: runner._loop, False: _loop_before}
-    timed = _Timed(runner._loop)
+    loop = runner._loop
+    timed = _Timed(loop)
     runner._loop = timed
     results = {True: [], False: []}
     order = [True, False, False, True] * ((reps + 1) // 2)
     for i, enabled in enumerate(order[:2 * reps]):
         set_checks(enabled)
-        timed.loop = loops[enabled]
         options = load_run_options(CONFIG, {"run_id": f"r{i}", "results_dir": workdir,
                                             "seed": i // 2})
         for settings in options.behaviors.values():
@@ -169,10 +154,10 @@ def loop_cost(reps: int, steps: int, workdir: str):
         runner.run_training(options, log=lambda *a: None)
         per_step = timed.seconds / timed.env_steps * 1e6
         results[enabled].append(per_step)
-        print(f"  run {i}: {'now   ' if enabled else 'before'} {per_step:7.1f} us per env step "
+        print(f"  run {i}: {'checked  ' if enabled else 'unchecked'} {per_step:7.1f} us per env step "
               f"({timed.env_steps} env steps, {timed.seconds:.1f} s)", flush=True)
     set_checks(True)
-    runner._loop = loops[True]
+    runner._loop = loop
     return results
 
 
@@ -189,8 +174,8 @@ def main():
               f"{update[False]:.2f} ms", flush=True)
         results = loop_cost(args.reps, args.steps, workdir)
     on, off = statistics.mean(results[True]), statistics.mean(results[False])
-    print(f"\nloop per env step, mean of {args.reps} runs each: now {on:.1f} us, before "
-          f"{off:.1f} us: {100 * (on / off - 1):+.1f}%")
+    print(f"\nloop per env step, mean of {args.reps} runs each: checked {on:.1f} us, "
+          f"unchecked {off:.1f} us: {100 * (on / off - 1):+.1f}%")
     print(f"check_steps alone: {micro:.2f} us = {100 * micro / off:.2f}% of the loop's env step")
     # One update per buffer_size / 8 agents = 32 env steps on this config.
     guard = (update[True] - update[False]) * 1e3 / 32
