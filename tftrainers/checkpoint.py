@@ -18,8 +18,6 @@ import os
 import shutil
 from typing import Any, Dict, List, Mapping, Optional
 
-import tensorflow as tf
-
 INDEX_FILE = "checkpoint.json"
 STATE_FILE = "state.json"
 PREFIX = "ckpt"
@@ -75,6 +73,7 @@ class Checkpointer:
         tmp = os.path.join(self.directory, f".tmp-{name}-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         os.makedirs(tmp)
+        import tensorflow as tf  # here, not at import: CheckpointError is needed before it
         tf.train.Checkpoint(**trackables).write(os.path.join(tmp, PREFIX))
         with open(os.path.join(tmp, STATE_FILE), "w") as f:
             json.dump(state, f, indent=1)
@@ -105,6 +104,7 @@ class Checkpointer:
         try:
             with open(state_path) as f:
                 state = json.load(f)
+            import tensorflow as tf
             status = tf.train.Checkpoint(**trackables).read(os.path.join(path, PREFIX))
             status.assert_existing_objects_matched()
             status.expect_partial()  # restoring a subset (a policy without its optimizer)

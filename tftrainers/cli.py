@@ -14,8 +14,7 @@ from typing import Callable, Dict, List, NoReturn, Optional, Sequence
 
 import yaml
 
-# TensorFlow's C++ start-up lines (oneDNN, CUDA probing) drown the console otherwise.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from tftrainers.console import import_tensorflow, quiet_tensorflow_import, quiet_dependencies
 
 
 class _Parser(argparse.ArgumentParser):
@@ -68,8 +67,9 @@ def evaluate_main(argv: Optional[List[str]] = None) -> int:
         parser.error(str(error))
     with env:
         try:
-            policy = make_policy(args.policy, env, seed=args.seed,
-                                 deterministic=args.deterministic)
+            with quiet_tensorflow_import():
+                policy = make_policy(args.policy, env, seed=args.seed,
+                                     deterministic=args.deterministic)
             results = evaluate(env, policy, episodes=args.episodes)
         except ValueError as error:  # includes ConfigError and CheckpointError
             parser.error(str(error))
@@ -121,6 +121,8 @@ def learn_main(argv: Optional[List[str]] = None) -> int:
         if args.env_args is not None:
             overrides["env_args"] = parse_env_args(args.env_args)
         options = load_run_options(args.config, overrides)
+        for note in options.notes:
+            print(f"[NOTE] {note}", file=sys.stderr)
         if args.dry_run:
             print(options.to_yaml(), end="")
             return 0
@@ -157,6 +159,7 @@ def export_main(argv: Optional[List[str]] = None) -> int:
         behaviors = [args.behavior] if args.behavior else run_behaviors(args.run)
         if not behaviors:
             raise CheckpointError(f"{args.run}: the run has no trained behavior")
+        import_tensorflow()
         for behavior in behaviors:
             policy, step = load_policy(args.run, behavior, with_step=True)
             for path in export_policy(policy, behavior, args.output or args.run, step,
@@ -172,6 +175,7 @@ def _run_and_exit(main: Callable[[], int]) -> NoReturn:
     TensorFlow loaded takes about a second. Everything the commands write (checkpoints,
     exports, stats files) is closed before they return; output streams are flushed here.
     Errors (exit code 2) and Ctrl-C still leave through the normal path."""
+    quiet_dependencies()
     code = main()
     logging.shutdown()
     sys.stdout.flush()

@@ -68,14 +68,36 @@ def resolve_seed(options: RunOptions) -> int:
 
 
 def run_training(options: RunOptions, log=print) -> int:
-    """Runs the training (or inference) described by ``options``; returns an exit code."""
-    import tensorflow as tf
-    from tftrainers.trainers.registry import create_trainer
-    from tftrainers.stats import ConsoleWriter, CSVWriter, ProgressDisplay, TensorBoardWriter
+    """Runs the training (or inference) described by ``options``; returns an exit code.
 
+    Everything a user can get wrong (the env id and args, a behavior without settings, the
+    run folder) is checked before TensorFlow is imported, and before ``--force`` removes an
+    earlier run."""
+    cs = options.checkpoint_settings
+    seed = resolve_seed(options)
+    env = make_env(options, seed)
+    try:
+        settings = {name: options.settings_for(name) for name in sorted(env.behavior_specs)}
+        run_dir = prepare_run_dir(options)
+        if not cs.resume:
+            with open(os.path.join(run_dir, "configuration.yaml"), "w") as f:
+                f.write(options.to_yaml())
+        _configure_tensorflow(options, log)
+        return _train(options, env, settings, run_dir, seed, log)
+    finally:
+        env.close()
+
+
+def _configure_tensorflow(options: RunOptions, log) -> None:
+    """Imports TensorFlow (quietly, see console.py) and sets its devices and thread pools."""
+    from tftrainers.console import import_tensorflow
+    tf = import_tensorflow()
     ts = options.tf_settings
     if ts.device == "cpu":
         tf.config.set_visible_devices([], "GPU")
+    elif ts.device == "gpu" and not tf.config.list_physical_devices("GPU"):
+        log("[WARNING] tf_settings.device is gpu, but TensorFlow finds no GPU (no CUDA driver "
+            "or no TensorFlow GPU build here): training runs on the CPU")
     if ts.num_threads:
         threaded = any(b.threaded for b in options.behaviors.values()) or bool(
             options.default_settings and options.default_settings.threaded)
@@ -88,29 +110,29 @@ def run_training(options: RunOptions, log=print) -> int:
             tf.config.threading.set_intra_op_parallelism_threads(ts.num_threads)
         except RuntimeError:  # TF already running in this process (a second run): keep its pools
             pass
-    cs = options.checkpoint_settings
-    run_dir = prepare_run_dir(options)
-    seed = resolve_seed(options)
-    if not cs.resume:
-        with open(os.path.join(run_dir, "configuration.yaml"), "w") as f:
-            f.write(options.to_yaml())
-    env = make_env(options, seed)
+
+
+def _train(options: RunOptions, env, settings, run_dir: str, seed: int, log) -> int:
+    from tftrainers.trainers.registry import create_trainer
+    from tftrainers.stats import ConsoleWriter, CSVWriter, ProgressDisplay, TensorBoardWriter
+
+    cs, ts = options.checkpoint_settings, options.tf_settings
     progress = ProgressDisplay()
     writers = [TensorBoardWriter(run_dir), ConsoleWriter(progress=progress), CSVWriter(run_dir)]
     trainers = {}
     try:
         for index, (name, spec) in enumerate(sorted(env.behavior_specs.items())):
-            settings = options.settings_for(name)
-            trainers[name] = create_trainer(name, spec, settings, run_dir, seed=seed + index,
-                                            writers=writers, progress=progress,
-                                            inference=cs.inference, jit_compile=ts.jit_compile,
+            trainers[name] = create_trainer(name, spec, settings[name], run_dir,
+                                            seed=seed + index, writers=writers,
+                                            progress=progress, inference=cs.inference,
+                                            jit_compile=ts.jit_compile,
                                             act_runtime=ts.act_runtime, log=log)
             if cs.resume:
                 trainers[name].restore_latest()
             elif cs.initialize_from:
                 trainers[name].initialize_from(os.path.join(cs.results_dir, cs.initialize_from))
-            elif settings.init_path:
-                trainers[name].initialize_from(settings.init_path)
+            elif settings[name].init_path:
+                trainers[name].initialize_from(settings[name].init_path)
         log(f"[INFO] Run '{cs.run_id}': results in {run_dir}; behaviors "
             f"{', '.join(trainers)} on {options.env_settings.env_path} (seed {seed}).")
         interrupted = _loop(env, trainers)
@@ -123,7 +145,6 @@ def run_training(options: RunOptions, log=print) -> int:
             log("[INFO] Interrupted: checkpoints saved; continue with --resume.")
         return 0
     finally:
-        env.close()
         for writer in writers:
             writer.close()
 

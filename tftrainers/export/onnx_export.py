@@ -19,32 +19,15 @@ from typing import Dict, List
 import onnx
 import tf2onnx
 
+from tftrainers.export.opsets import DEFAULT_OPSET, SUPPORTED_OPSETS, check_opset  # noqa: F401
 from tftrainers.export.signature import (MODEL_VERSION, inference_function, input_signature,
                                          output_names)
 
-#: Opsets a Unity project can import (Sentis reads 7..15; ML-Agents' exporter writes 9),
-#: from ML-Agents' own up: every one converts these graphs and matches Keras (tests).
-SUPPORTED_OPSETS = range(9, 16)
-#: tf2onnx 1.17's default and the newest opset Sentis reads; tf2onnx tests 14..18 only,
-#: so 14..15 is the overlap it vouches for. Pass 9 for older runtimes (Barracuda).
-DEFAULT_OPSET = 15
 BATCH_DIM = "batch"
 
 
 class OnnxExportError(RuntimeError):
     """tf2onnx left TensorFlow ops it could not convert in the graph."""
-
-
-def check_opset(opset: int) -> int:
-    """Returns ``opset`` when it is in ``SUPPORTED_OPSETS``.
-
-    Raises:
-        ValueError: one line naming the opset and the allowed range.
-    """
-    if isinstance(opset, bool) or not isinstance(opset, int) or opset not in SUPPORTED_OPSETS:
-        raise ValueError(f"ONNX opset {opset!r} is not supported; use an opset from "
-                         f"{SUPPORTED_OPSETS.start} to {SUPPORTED_OPSETS.stop - 1} (Unity Sentis)")
-    return opset
 
 
 def policy_to_onnx(policy, opset: int = DEFAULT_OPSET) -> onnx.ModelProto:
@@ -109,7 +92,7 @@ def quiet_tf2onnx():
     conversion in an application that logs at INFO. Warnings still show."""
     logger = logging.getLogger("tf2onnx")
     level = logger.level
-    logger.setLevel(logging.WARNING)
+    logger.setLevel(max(level, logging.WARNING))  # the commands raise it to ERROR
     try:
         yield
     finally:
