@@ -106,7 +106,9 @@ def learn_main(argv: Optional[List[str]] = None) -> int:
                         help="start from the weights of run RUN (at step 0)")
     parser.add_argument("--inference", action="store_true", default=None,
                         help="run the policy without training it")
-    parser.add_argument("--num-envs", type=int, default=None, help="environment instances")
+    parser.add_argument("--num-envs", type=int, default=None,
+                        help="environment instances (built-in and gym envs: one env with "
+                             "NUM_ENVS x NUM_AREAS areas)")
     parser.add_argument("--num-areas", type=int, default=None,
                         help="training areas per instance (built-in envs)")
     parser.add_argument("--seed", type=int, default=None, help="random seed (-1: random)")

@@ -47,16 +47,15 @@ def prepare_run_dir(options: RunOptions) -> str:
 
 
 def make_env(options: RunOptions, seed: int):
-    """The environment of ``env_settings`` (``num_envs`` instances stepped together)."""
+    """The environment of ``env_settings``: ``num_envs`` instances of built-in and gym envs
+    are one env with ``num_envs x num_areas`` areas (see ``envs.make``)."""
     from tftrainers.envs import make
-    from tftrainers.envs.multi_env import MultiEnv
     es = options.env_settings
     if not es.env_path:
         raise ConfigError("no environment: set env_settings.env_path in the config or pass "
                           "--env builtin:NAME / gym:ID")
-    envs = [make(es.env_path, seed=seed + 1000 * k, num_areas=es.num_areas,
-                 **(es.env_args or {})) for k in range(es.num_envs)]
-    return envs[0] if len(envs) == 1 else MultiEnv(envs)
+    return make(es.env_path, seed=seed, num_areas=es.num_areas, num_envs=es.num_envs,
+                **(es.env_args or {}))
 
 
 def resolve_seed(options: RunOptions) -> int:
