@@ -34,11 +34,11 @@ import warnings
 from typing import Callable, Iterator, Optional
 
 #: Python packages whose warnings and log records are not ours to show.
-DEPENDENCY_LOGGERS = ("tensorflow", "absl", "tf2onnx", "keras", "tf_keras", "h5py")
+DEPENDENCY_LOGGERS = ("tensorflow", "absl", "tf2onnx", "keras", "h5py")
 # Warnings are filtered by the module they are attributed to: the dependency's own, or ours
 # when it warns about how we call it (stacklevel=2). Our messages to users are printed lines,
 # never warnings.
-_WARNING_MODULES = (r"(tensorflow|keras|tf_keras|tf2onnx|onnx|onnxruntime|google\.protobuf|"
+_WARNING_MODULES = (r"(tensorflow|keras|tf2onnx|onnx|onnxruntime|google\.protobuf|"
                     r"absl|h5py|ml_dtypes|tftrainers)(\..*)?$")
 # absl's C++ log lines ("I0000 00:00:1795426352.155532    8480 file.cc:31] ...": before
 # absl is initialised the seconds field holds the whole Unix time) and
