@@ -119,6 +119,24 @@ def test_errors_answer_in_one_line_without_tensorflow(tmp_path, name, args, mess
     assert done.stdout == ""
 
 
+@pytest.mark.parametrize("name, args", [
+    ("tftrainers-export", ["{run}"]),
+    ("tftrainers-evaluate", ["builtin:Basic", "--policy", "{run}"]),
+])
+def test_a_run_without_checkpoints_is_refused_without_tensorflow(tmp_path, name, args):
+    from tftrainers.envs import make
+    from tftrainers.runs import write_behavior_spec
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "configuration.yaml").write_text(CONFIG)
+    write_behavior_spec(str(run / "Basic"), make("builtin:Basic").behavior_specs["Basic"])
+    done = command(name, *[a.format(run=run) for a in args], import_times=True)
+    modules, lines = imported_modules(done.stderr)
+    assert done.returncode == 2, done.stderr
+    assert "tensorflow" not in modules
+    assert len(lines) == 1 and "no checkpoint of behavior 'Basic'" in lines[0], lines
+
+
 def test_dry_run_of_an_ml_agents_configuration_answers_without_tensorflow(tmp_path):
     source = os.path.join(os.path.dirname(__file__), "data", "mlagents_configuration.yaml")
     done = command("tftrainers-learn", source, "--env", "builtin:Ball3D", "--dry-run",

@@ -14,7 +14,7 @@ from typing import Callable, Dict, List, NoReturn, Optional, Sequence
 
 import yaml
 
-from tftrainers.console import import_tensorflow, quiet_tensorflow_import, quiet_dependencies
+from tftrainers.console import quiet_dependencies, quiet_tensorflow_import
 
 
 class _Parser(argparse.ArgumentParser):
@@ -161,9 +161,9 @@ def export_main(argv: Optional[List[str]] = None) -> int:
         behaviors = [args.behavior] if args.behavior else run_behaviors(args.run)
         if not behaviors:
             raise CheckpointError(f"{args.run}: the run has no trained behavior")
-        import_tensorflow()
         for behavior in behaviors:
-            policy, step = load_policy(args.run, behavior, with_step=True)
+            with quiet_tensorflow_import():
+                policy, step = load_policy(args.run, behavior, with_step=True)
             for path in export_policy(policy, behavior, args.output or args.run, step,
                                       formats=args.format, opset=args.opset):
                 print(path)

@@ -56,7 +56,6 @@ def load_policy(run_dir: str, behavior: str, spec: Optional[BehaviorSpec] = None
         CheckpointError: one line naming what is missing, unreadable or mismatched.
     """
     from tftrainers.settings import load_run_options
-    from tftrainers.trainers.policy import Policy
     behaviors = run_behaviors(run_dir)
     if behavior not in behaviors:
         raise CheckpointError(f"{run_dir}: no behavior '{behavior}'; the run has "
@@ -70,6 +69,7 @@ def load_policy(run_dir: str, behavior: str, spec: Optional[BehaviorSpec] = None
     checkpoints = Checkpointer(directory, behavior).checkpoints()
     if not checkpoints:
         raise CheckpointError(f"{directory}: no checkpoint of behavior '{behavior}'")
+    from tftrainers.trainers.policy import Policy  # TensorFlow: only once the run checks out
     policy = Policy(trained, settings.network_settings, list(settings.reward_signals),
                     seed=seed, deterministic=deterministic)
     Checkpointer.restore(checkpoints[-1]["path"], policy.trackables())
