@@ -48,6 +48,13 @@ def variant_config(variant: str, workdir: str, max_steps: int | None) -> str:
     return path
 
 
+def pyramids_success(score: dict) -> float:
+    """Share of evaluated Pyramids episodes that reached the goal, from the JSON line of
+    ``tftrainers-evaluate``: (mean reward + penalty * mean length) / goal reward."""
+    success = (score["mean_reward"] + STEP_PENALTY * score["mean_episode_length"]) / GOAL_REWARD
+    return min(max(success, 0.0), 1.0)  # float32 sums: -1e-8 is 0
+
+
 def run(command):
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
@@ -65,8 +72,7 @@ def train_and_score(variant: str, seed: int, config: str, results: str, episodes
                os.path.join(results, run_id), "--episodes", str(episodes),
                "--seed", str(1000 + seed)])
     score = json.loads(out.strip().splitlines()[-1])
-    success = (score["mean_reward"] + STEP_PENALTY * score["mean_episode_length"]) / GOAL_REWARD
-    success = min(max(success, 0.0), 1.0)  # float32 sums: -1e-8 is 0
+    success = pyramids_success(score)
     line = (f"{variant:9s} seed {seed}: success {success:.2f}, mean reward "
             f"{score['mean_reward']:+.3f}, trained in {minutes:.1f} min")
     print(line, flush=True)

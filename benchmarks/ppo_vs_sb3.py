@@ -1,6 +1,6 @@
 """tftrainers PPO vs Stable-Baselines3 PPO on gym:CartPole-v1, side by side in one run.
 
-    pip install stable-baselines3 torch==2.13.0     # benchmark-only, never package deps
+    pip install -e ".[bench]"      # the peer: stable-baselines3 and torch, benchmark only
     python benchmarks/ppo_vs_sb3.py [--steps 100000] [--seeds 0 1 2]
 
 Both sides use rl-zoo's CartPole hyperparameters: 8 envs x 32 steps, batch 256, lambda 0.8,

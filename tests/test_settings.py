@@ -82,7 +82,7 @@ def test_defaults_match_ml_agents():
     assert (t.keep_checkpoints, t.checkpoint_interval, t.max_steps, t.time_horizon,
             t.summary_freq, t.threaded) == (5, 500000, 500000, 64, 50000, False)
     assert t.init_path is None and t.self_play is None and t.behavioral_cloning is None
-    assert t.reward_signals == {"extrinsic": RewardSignalSettings(gamma=0.99, strength=1.0)}
+    assert t.reward_signals == {"extrinsic": S.ExtrinsicSettings(gamma=0.99, strength=1.0)}
     n = t.network_settings
     assert (n.normalize, n.hidden_units, n.num_layers, n.vis_encode_type, n.memory,
             n.goal_conditioning_type, n.deterministic) == (
@@ -156,7 +156,7 @@ def test_ml_agents_3dball_config_loads_unchanged(tmp_path):
             h.num_epoch) == (64, 12000, 3e-4, 0.001, 0.2, 0.99, 3)
     assert (h.learning_rate_schedule, h.beta_schedule, h.epsilon_schedule) == ("linear",) * 3
     assert t.network_settings == NetworkSettings(normalize=True)
-    assert t.reward_signals == {"extrinsic": RewardSignalSettings()}
+    assert t.reward_signals == {"extrinsic": S.ExtrinsicSettings()}
     assert (t.keep_checkpoints, t.max_steps, t.time_horizon, t.summary_freq) == (
         5, 500000, 1000, 12000)
     assert options.settings_for("3DBall") is t
@@ -212,7 +212,7 @@ def test_reward_signals_curiosity_rnd_gail_and_deprecated_encoding_size(tmp_path
     """))
     signals = options.behaviors["Ball3D"].reward_signals
     assert list(signals) == ["extrinsic", "curiosity", "rnd", "gail"]
-    assert signals["extrinsic"] == RewardSignalSettings(gamma=0.9)
+    assert signals["extrinsic"] == S.ExtrinsicSettings(gamma=0.9)
     assert isinstance(signals["curiosity"], CuriositySettings)
     assert signals["curiosity"].strength == 0.02
     assert signals["curiosity"].network_settings.hidden_units == 256
@@ -234,14 +234,18 @@ def test_memory_settings_and_raw_sections(tmp_path):
         environment_parameters:
           wall_height:
             curriculum:
-              - {name: Lesson0, value: 1.5, completion_criteria: {measure: progress}}
+              - {name: Lesson0, value: 1.5,
+                 completion_criteria: {behavior: Ball3D, measure: progress}}
     """))
     t = options.behaviors["Ball3D"]
     assert t.network_settings.memory == MemorySettings(sequence_length=64, memory_size=256)
-    assert t.self_play == {"save_steps": 50000, "team_change": 200000, "window": 10}
-    lesson = options.environment_parameters["wall_height"]["curriculum"][0]
-    assert lesson == {"name": "Lesson0", "value": 1.5,
-                      "completion_criteria": {"measure": "progress"}}
+    assert t.self_play == S.SelfPlaySettings(save_steps=50000, team_change=200000, window=10)
+    assert S.SelfPlaySettings(save_steps=300).team_change == 1500  # ML-Agents' default
+    (lesson,) = options.environment_parameters["wall_height"].curriculum
+    assert lesson == S.LessonSettings(
+        name="Lesson0", value=S.SamplerSettings(sampler_type="constant",
+                                                sampler_parameters=S.ConstantSampler(value=1.5)),
+        completion_criteria=S.CompletionCriteriaSettings(behavior="Ball3D", measure="progress"))
 
 
 def test_empty_sections_mean_defaults(tmp_path):
@@ -263,9 +267,107 @@ def test_even_checkpoints_spreads_checkpoints_over_max_steps(tmp_path):
     assert t.checkpoint_interval == 250
 
 
-def test_deprecated_framework_key_is_ignored(tmp_path):
-    t = load(tmp_path, ball(behavior="framework: pytorch\n")).behaviors["Ball3D"]
-    assert t == load(tmp_path, ball()).behaviors["Ball3D"]
+def test_deprecated_framework_key_is_ignored_with_a_note(tmp_path):
+    options = load(tmp_path, ball(behavior="framework: pytorch\n"))
+    assert options.behaviors["Ball3D"] == load(tmp_path, ball()).behaviors["Ball3D"]
+    assert options.notes == (f"{tmp_path / 'x.yaml'}: behaviors.Ball3D.framework is ignored "
+                             f"(ML-Agents deprecated it; TensorFlow is used)",)
+
+
+# ------------------------------------------------------------------ notes, torch_settings
+
+
+def test_our_own_configs_load_without_notes(tmp_path):
+    assert load(tmp_path, BALL3D).notes == ()
+    # ...and so does the configuration.yaml a run writes, whose keys all act here
+    options = load(tmp_path, ball(top="env_settings: {num_envs: 2}\n"))
+    assert load(tmp_path, options.to_yaml()).notes == ()
+
+
+def test_keys_without_effect_get_one_note_line_per_reason(tmp_path):
+    options = load(tmp_path, ball(behavior="""
+        network_settings: {goal_conditioning_type: none}
+        reward_signals:
+          extrinsic: {network_settings: {hidden_units: 3}}
+          curiosity: {network_settings: {goal_conditioning_type: hyper}, encoding_size: 32}
+        self_play: {window: 5}
+    """, top="""
+        env_settings: {base_port: 5006, timeout_wait: 10, seed: 3}
+        engine_settings: {no_graphics: true}
+        checkpoint_settings: {train_model: false}
+        debug: true
+    """))
+    path = f"{tmp_path / 'x.yaml'}: "
+    b = "behaviors.Ball3D."
+    assert options.notes == (
+        path + f"{b}network_settings.goal_conditioning_type, "
+        f"{b}reward_signals.curiosity.network_settings.goal_conditioning_type are accepted but "
+        f"have no effect here: no environment here has goal-signal observations for it to "
+        f"condition on",
+        path + f"{b}reward_signals.extrinsic.network_settings is accepted but has no effect "
+        f"here: the extrinsic reward has no network (ML-Agents ignores it too)",
+        path + f"{b}reward_signals.curiosity.encoding_size is deprecated; read as "
+        f"{b}reward_signals.curiosity.network_settings.hidden_units",
+        path + f"{b}self_play is accepted but has no effect here: tftrainers has no self-play "
+        f"(adversarial) trainer yet",
+        path + "env_settings.base_port, env_settings.timeout_wait are accepted but have no "
+        "effect here: Unity player settings (port, start-up wait, crash restarts); built-in "
+        "and gym environments run inside this process",
+        path + "engine_settings is accepted but has no effect here: Unity player settings "
+        "(window, quality, time scale, frame rates, graphics); built-in and gym environments "
+        "have no player",
+        path + "debug is accepted but has no effect here: tftrainers writes no debug log")
+    # explicit "off" values (false, null) ask for nothing: no note
+    quiet = load(tmp_path, ball(behavior="self_play: null\nbehavioral_cloning: null\n",
+                                top="debug: false\nenvironment_parameters: null\n"))
+    assert quiet.notes == ()
+
+
+def test_deterministic_is_noted_while_training_and_used_in_inference(tmp_path):
+    text = ball(behavior="network_settings: {deterministic: true}\n")
+    assert load(tmp_path, text).notes == (
+        f"{tmp_path / 'x.yaml'}: behaviors.Ball3D.network_settings.deterministic has no effect "
+        f"while training: it applies with --inference (and tftrainers-evaluate "
+        f"--deterministic)",)
+    assert load(tmp_path, text, {"inference": True}).notes == ()
+
+
+@pytest.mark.parametrize("device, tf_device", [("cpu", "cpu"), ("cuda", "gpu"),
+                                                ("cuda:1", "gpu"), ("mps", "gpu")])
+def test_torch_settings_device_is_read_as_tf_settings_device(tmp_path, device, tf_device):
+    options = load(tmp_path, ball(top=f"torch_settings: {{device: '{device}'}}\n"))
+    assert options.tf_settings.device == tf_device
+    assert options.notes == (f"{tmp_path / 'x.yaml'}: torch_settings.device '{device}' is read "
+                             f"as tf_settings.device '{tf_device}' (tftrainers runs on "
+                             f"TensorFlow)",)
+    assert "torch_settings" not in options.as_dict()
+
+
+def test_tf_settings_device_wins_over_torch_settings(tmp_path):
+    options = load(tmp_path, ball(top="torch_settings: {device: cuda}\n"
+                                      "tf_settings: {device: cpu}\n"))
+    assert options.tf_settings.device == "cpu"
+    assert options.notes == (f"{tmp_path / 'x.yaml'}: torch_settings.device ('cuda') has no "
+                             f"effect here: tf_settings.device ('cpu') is given too and wins",)
+    assert load(tmp_path, ball(top="torch_settings: {device: null}\n")).notes == ()
+
+
+def test_novelty_networks_normalize_as_the_behavior_unless_set(tmp_path):
+    signals = """
+        network_settings: {normalize: true}
+        reward_signals:
+          extrinsic: {}
+          curiosity: {}
+          rnd: {network_settings: {normalize: false}}
+    """
+    options = load(tmp_path, ball(behavior=signals))
+    rs = options.behaviors["Ball3D"].reward_signals
+    assert rs["curiosity"].network_settings.normalize is True  # from the behavior
+    assert rs["rnd"].network_settings.normalize is False  # its own
+    plain = load(tmp_path, ball(behavior="reward_signals: {rnd: {}}\n"))
+    assert plain.behaviors["Ball3D"].reward_signals["rnd"].network_settings.normalize is False
+    # resolved in the written configuration, so a rerun reads the same
+    assert load(tmp_path, options.to_yaml()) == options
 
 
 # ------------------------------------------------------------------------ default_settings
@@ -303,7 +405,7 @@ def test_behaviors_are_deep_merged_over_default_settings(tmp_path):
     n = striker.network_settings
     assert (n.hidden_units, n.normalize) == (64, True)
     assert n.memory == MemorySettings(sequence_length=16, memory_size=32)
-    assert striker.reward_signals["extrinsic"] == RewardSignalSettings(gamma=0.9, strength=2.0)
+    assert striker.reward_signals["extrinsic"] == S.ExtrinsicSettings(gamma=0.9, strength=2.0)
     assert striker.reward_signals["curiosity"].strength == 0.1
     assert striker.max_steps == 1000
     assert options.behaviors["Goalie"].network_settings.memory is None
@@ -362,9 +464,12 @@ debug: true
     dumped = options.to_yaml()
     plain = options.as_dict()
     assert yaml.safe_load(dumped) == plain
-    assert list(plain) == ["default_settings", "behaviors", "env_settings", "engine_settings",
+    # Keys that change nothing here are written only when set to something.
+    assert list(plain) == ["default_settings", "behaviors", "env_settings",
                            "checkpoint_settings", "tf_settings", "environment_parameters",
                            "debug"]
+    assert "base_port" not in plain["env_settings"]
+    assert "goal_conditioning_type" not in plain["behaviors"]["Striker"]["network_settings"]
     # Resolved: merged behaviors with every key, derived defaults filled in.
     striker = plain["behaviors"]["Striker"]
     assert striker["hyperparameters"]["beta_schedule"] == "linear"
@@ -449,11 +554,40 @@ RS = "behaviors.Ball3D.reward_signals"
     (ball(behavior="reward_signals: {extrinsic: {}, curiousity: {}}\n"),
      f"{RS}.curiousity: unknown key; allowed: extrinsic, curiosity, rnd, gail"),
     (ball(behavior="reward_signals: {extrinsic: {gama: 0.9}}\n"),
-     f"{RS}.extrinsic.gama: unknown key for RewardSignalSettings (did you mean gamma?)"),
-    # the torch -> tf rename
-    (ball(top="torch_settings: {device: cpu}\n"),
-     "torch_settings: is not supported; allowed: use tf_settings (device: cpu or gpu) "
-     "instead"),
+     f"{RS}.extrinsic.gama: unknown key for ExtrinsicSettings (did you mean gamma?)"),
+    # ML-Agents' torch_settings, read as tf_settings
+    (ball(top="torch_settings: {device: tpu}\n"),
+     "torch_settings.device: 'tpu' is not a known value; allowed: cpu, cuda, cuda:N, mps or "
+     "null"),
+    (ball(top="torch_settings: {gpu: true}\n"),
+     "torch_settings.gpu: unknown key for TorchSettings; allowed: device"),
+    # environment parameters: ML-Agents' samplers and curricula
+    (ball(top="environment_parameters: {mass: {sampler_type: beta, sampler_parameters: {}}}\n"),
+     "environment_parameters.mass.curriculum[0].value.sampler_type: 'beta' is not a known "
+     "value; allowed: uniform, gaussian, multirangeuniform, constant"),
+    (ball(top="environment_parameters: {mass: {sampler_type: uniform, sampler_parameters: "
+              "{min_value: 3, max_value: 1}}}\n"),
+     "environment_parameters.mass.curriculum[0].value.sampler_parameters.min_value: 3.0 is out "
+     "of range; allowed: min_value <= max_value (1.0)"),
+    (ball(top="environment_parameters: {mass: {sampler_type: uniform, sampler_parameters: "
+              "{mean: 1}}}\n"),
+     "environment_parameters.mass.curriculum[0].value.sampler_parameters.mean: unknown key for "
+     "UniformSampler"),
+    (ball(top="environment_parameters: {scale: {sampler_type: multirangeuniform, "
+              "sampler_parameters: {intervals: [[1, 2], [4, 3]]}}}\n"),
+     "environment_parameters.scale.curriculum[0].value.sampler_parameters.intervals[1]: "
+     "[4, 3] is not a [min, max] pair"),
+    (ball(top="environment_parameters:\n  wall:\n    curriculum:\n"
+              "      - {name: L0, value: 1}\n      - {name: L1, value: 2}\n"),
+     "environment_parameters.wall.curriculum[0].completion_criteria: is missing; allowed: "
+     "completion_criteria on every lesson but the last"),
+    (ball(top="environment_parameters:\n  wall:\n    curriculum:\n"
+              "      - {name: L0, value: 1, completion_criteria: {behavior: Ball3D, "
+              "measure: progress, threshold: 2}}\n      - {name: L1, value: 2}\n"),
+     "environment_parameters.wall.curriculum[0].completion_criteria.threshold: 2.0 is out of "
+     "range; allowed: 0 <= threshold <= 1 when measure is progress"),
+    (ball(top="environment_parameters: {wall: {curriculum: 3}}\n"),
+     "environment_parameters.wall.curriculum: 3 is a number; allowed: a list"),
     # wrong types
     (ball("learning_rate: fast\n"),
      f"{HP}.learning_rate: 'fast' is a string; allowed: a number"),

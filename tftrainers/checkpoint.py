@@ -26,7 +26,6 @@ import shutil
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
-import tensorflow as tf
 
 from tftrainers.logs import quiet_logger
 from tftrainers.run_folder import write_atomically
@@ -50,6 +49,7 @@ def _reason(error: BaseException) -> str:
 def nonfinite_variable(trackables: Mapping[str, Any]) -> Optional[str]:
     """The name of the first floating-point variable of ``trackables`` holding NaN or inf,
     or None when all are finite."""
+    import tensorflow as tf
     for key, obj in trackables.items():
         for variable in getattr(obj, "variables", ()):
             if not tf.as_dtype(variable.dtype).is_floating:
@@ -106,6 +106,7 @@ class Checkpointer:
         if bad is not None:
             raise CheckpointError(f"{self.directory}: step {step} not saved: {bad} holds NaN "
                                   f"or inf; {self._kept()}")
+        import tensorflow as tf  # here, not at import: CheckpointError is needed before it
         name = f"{self.behavior_name}-{step}"
         final = os.path.join(self.directory, name)
         tmp = os.path.join(self.directory, f".tmp-{name}-{os.getpid()}")
@@ -170,6 +171,7 @@ class Checkpointer:
         if missing:
             raise CheckpointError(f"{state_path}: incomplete, missing "
                                   f"{', '.join(repr(k) for k in missing)}")
+        import tensorflow as tf
         status, reason = None, None
         # A failed read leaves TF's restore bookkeeping behind, which logs a warning line per
         # unmatched value when it is freed: freed here, quietly.

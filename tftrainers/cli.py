@@ -20,10 +20,8 @@ from typing import Callable, Dict, List, NoReturn, Optional, Sequence
 
 import yaml
 
+from tftrainers.console import quiet_dependencies, quiet_tensorflow_import
 from tftrainers.signals import Interrupted, signal_name, stop_signals
-
-# TensorFlow's C++ start-up lines (oneDNN, CUDA probing) drown the console otherwise.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 _debug = {"on": False}  # the running command's --debug
@@ -130,7 +128,9 @@ def _make_policy(parser: argparse.ArgumentParser, args: argparse.Namespace, env)
     """The policy of ``_add_policy_arguments``' flags; an unusable one is a usage error."""
     from tftrainers.evaluate import make_policy
     try:
-        return make_policy(args.policy, env, seed=args.seed, deterministic=args.deterministic)
+        with quiet_tensorflow_import():
+            return make_policy(args.policy, env, seed=args.seed,
+                               deterministic=args.deterministic)
     except ValueError as error:  # includes ConfigError and CheckpointError
         parser.error(str(error))
 
@@ -191,7 +191,9 @@ def learn_main(argv: Optional[List[str]] = None) -> int:
                         help="start from the weights of run RUN (at step 0)")
     parser.add_argument("--inference", action="store_true", default=None,
                         help="run the policy without training it")
-    parser.add_argument("--num-envs", type=int, default=None, help="environment instances")
+    parser.add_argument("--num-envs", type=int, default=None,
+                        help="environment instances (built-in and gym envs: one env with "
+                             "NUM_ENVS x NUM_AREAS areas)")
     parser.add_argument("--num-areas", type=int, default=None,
                         help="training areas per instance (built-in envs)")
     parser.add_argument("--seed", type=int, default=None, help="random seed (-1: random)")
@@ -206,6 +208,8 @@ def learn_main(argv: Optional[List[str]] = None) -> int:
         if args.env_args is not None:
             overrides["env_args"] = parse_env_args(args.env_args)
         options = load_run_options(args.config, overrides)
+        for note in options.notes:
+            print(f"[NOTE] {note}", file=sys.stderr)
         if args.dry_run:
             print(options.to_yaml(), end="")
             return 0
@@ -244,8 +248,9 @@ def export_main(argv: Optional[List[str]] = None) -> int:
         if not behaviors:
             raise CheckpointError(f"{args.run}: the run has no trained behavior")
         for behavior in behaviors:
-            policy, step, critic = load_policy(args.run, behavior, with_step=True,
-                                               with_critic=True)
+            with quiet_tensorflow_import():
+                policy, step, critic = load_policy(args.run, behavior, with_step=True,
+                                                   with_critic=True)
             for path in export_policy(policy, behavior, args.output or args.run, step,
                                       formats=args.format, opset=args.opset, critic=critic):
                 print(path)
@@ -298,6 +303,7 @@ def _run_and_exit(main: Callable[[], int]) -> NoReturn:
     TensorFlow loaded takes about a second. Everything the commands write (checkpoints,
     exports, stats files) is closed before they return; output streams are flushed here.
     Errors (exit code 2) and Ctrl-C still leave through the normal path."""
+    quiet_dependencies()
     code = main()
     logging.shutdown()
     sys.stdout.flush()

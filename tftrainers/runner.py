@@ -40,16 +40,15 @@ class EnvStepError(RuntimeError):
 
 
 def make_env(options: RunOptions, seed: int):
-    """The environment of ``env_settings`` (``num_envs`` instances stepped together)."""
+    """The environment of ``env_settings``: ``num_envs`` instances of built-in and gym envs
+    are one env with ``num_envs x num_areas`` areas (see ``envs.make``)."""
     from tftrainers.envs import make
-    from tftrainers.envs.multi_env import MultiEnv
     es = options.env_settings
     if not es.env_path:
         raise ConfigError("no environment: set env_settings.env_path in the config or pass "
                           "--env builtin:NAME / gym:ID / pettingzoo:MODULE.ENV")
-    envs = [make(es.env_path, seed=seed + 1000 * k, num_areas=es.num_areas,
-                 **(es.env_args or {})) for k in range(es.num_envs)]
-    return envs[0] if len(envs) == 1 else MultiEnv(envs)
+    return make(es.env_path, seed=seed, num_areas=es.num_areas, num_envs=es.num_envs,
+                **(es.env_args or {}))
 
 
 def resolve_seed(options: RunOptions) -> int:
@@ -63,6 +62,10 @@ def resolve_seed(options: RunOptions) -> int:
 def run_training(options: RunOptions, log=print) -> int:
     """Runs the training (or inference) described by ``options``.
 
+    Everything a user can get wrong (the env id and args, a behavior without settings, the
+    run folder) is checked before TensorFlow is imported, and before ``--force`` removes an
+    earlier run.
+
     Returns:
         0, or 128 + the signal number when SIGINT/SIGTERM stopped it (after saving).
 
@@ -72,32 +75,39 @@ def run_training(options: RunOptions, log=print) -> int:
             trainer saved what it could first.
     """
     with stop_signals("tftrainers-learn") as stop:
-        # Checked, locked, cleared with --force: before TensorFlow, so a refusal is quick.
-        folder = RunFolder.open(options.checkpoint_settings)
+        seed = resolve_seed(options)
+        env = make_env(options, seed)
         try:
-            seed = resolve_seed(options)
+            settings = {name: options.settings_for(name) for name in sorted(env.behavior_specs)}
+            # Checked, locked, cleared with --force: before TensorFlow, so a refusal is quick.
+            folder = RunFolder.open(options.checkpoint_settings)
             try:
-                if not options.checkpoint_settings.resume:
-                    write_atomically(os.path.join(folder.path, CONFIG_FILE), options.to_yaml())
-                os.makedirs(os.path.join(folder.path, "run_logs"), exist_ok=True)
-            except OSError as error:
-                raise RunError(f"{error.filename or folder.path}: cannot write the run folder "
-                               f"({error.strerror or error})") from None
-            return _run(options, folder, seed, stop, log)
+                try:
+                    if not options.checkpoint_settings.resume:
+                        write_atomically(os.path.join(folder.path, CONFIG_FILE),
+                                         options.to_yaml())
+                    os.makedirs(os.path.join(folder.path, "run_logs"), exist_ok=True)
+                except OSError as error:
+                    raise RunError(f"{error.filename or folder.path}: cannot write the run "
+                                   f"folder ({error.strerror or error})") from None
+                _configure_tensorflow(options, log)
+                return _run(options, folder, env, settings, seed, stop, log)
+            finally:
+                folder.close()
         finally:
-            folder.close()
+            env.close()
 
 
-def _run(options: RunOptions, folder: RunFolder, seed: int, stop, log) -> int:
-    import numpy as np
-    import tensorflow as tf
-    from tftrainers.runs import check_compatible
-    from tftrainers.trainers.registry import create_trainer
-    from tftrainers.stats import ConsoleWriter, CSVWriter, ProgressDisplay, TensorBoardWriter
-
+def _configure_tensorflow(options: RunOptions, log) -> None:
+    """Imports TensorFlow (quietly, see console.py) and sets its devices and thread pools."""
+    from tftrainers.console import import_tensorflow
+    tf = import_tensorflow()
     ts = options.tf_settings
     if ts.device == "cpu":
         tf.config.set_visible_devices([], "GPU")
+    elif ts.device == "gpu" and not tf.config.list_physical_devices("GPU"):
+        log("[WARNING] tf_settings.device is gpu, but TensorFlow finds no GPU (no CUDA driver "
+            "or no TensorFlow GPU build here): training runs on the CPU")
     if ts.num_threads:
         threaded = any(b.threaded for b in options.behaviors.values()) or bool(
             options.default_settings and options.default_settings.threaded)
@@ -110,38 +120,46 @@ def _run(options: RunOptions, folder: RunFolder, seed: int, stop, log) -> int:
             tf.config.threading.set_intra_op_parallelism_threads(ts.num_threads)
         except RuntimeError:  # TF already running in this process (a second run): keep its pools
             pass
-    cs = options.checkpoint_settings
+
+
+def _run(options: RunOptions, folder: RunFolder, env, settings, seed: int, stop, log) -> int:
+    import numpy as np
+    from tftrainers.runs import check_compatible
+    from tftrainers.trainers.registry import create_trainer
+    from tftrainers.stats import ConsoleWriter, CSVWriter, ProgressDisplay, TensorBoardWriter
+
+    cs, ts = options.checkpoint_settings, options.tf_settings
     run_dir = folder.path
     removed = folder.remove_leftovers()
     if removed:
         log(f"[INFO] Removed {len(removed)} leftover(s) of an interrupted run: "
             f"{', '.join(os.path.relpath(p, run_dir) for p in removed[:5])}"
             f"{', ...' if len(removed) > 5 else ''}")
-    env = make_env(options, seed)
     progress = ProgressDisplay()
     writers = [TensorBoardWriter(run_dir), ConsoleWriter(progress=progress), CSVWriter(run_dir)]
     trainers = {}
     try:
         for index, (name, spec) in enumerate(sorted(env.behavior_specs.items())):
-            settings = options.settings_for(name)
             # Before any checkpoint is read: a changed setting is named, not a tensor.
             if cs.resume:
-                check_compatible(run_dir, name, spec, settings, "resume")
+                check_compatible(run_dir, name, spec, settings[name], "resume")
             elif cs.initialize_from:
                 check_compatible(os.path.join(cs.results_dir, cs.initialize_from), name, spec,
-                                 settings, "initialize")
-            elif settings.init_path:
-                check_compatible(settings.init_path, name, spec, settings, "initialize")
-            trainers[name] = create_trainer(name, spec, settings, run_dir, seed=seed + index,
-                                            writers=writers, progress=progress,
-                                            inference=cs.inference, jit_compile=ts.jit_compile,
+                                 settings[name], "initialize")
+            elif settings[name].init_path:
+                check_compatible(settings[name].init_path, name, spec, settings[name],
+                                 "initialize")
+            trainers[name] = create_trainer(name, spec, settings[name], run_dir,
+                                            seed=seed + index, writers=writers,
+                                            progress=progress, inference=cs.inference,
+                                            jit_compile=ts.jit_compile,
                                             act_runtime=ts.act_runtime, log=log)
             if cs.resume:
                 trainers[name].restore_latest()
             elif cs.initialize_from:
                 trainers[name].initialize_from(os.path.join(cs.results_dir, cs.initialize_from))
-            elif settings.init_path:
-                trainers[name].initialize_from(settings.init_path)
+            elif settings[name].init_path:
+                trainers[name].initialize_from(settings[name].init_path)
         managers = {}
         for name, trainer in trainers.items():
             managers[name] = trainer.create_agent_manager(env)
@@ -164,7 +182,6 @@ def _run(options: RunOptions, folder: RunFolder, seed: int, stop, log) -> int:
                 f"--resume.")
         return stop.exit_code
     finally:
-        env.close()
         for writer in writers:
             writer.close()
 

@@ -198,7 +198,6 @@ def load_policy(run_dir: str, behavior: str, spec: Optional[BehaviorSpec] = None
     Raises:
         CheckpointError: one line naming what is missing, unreadable or mismatched.
     """
-    from tftrainers.trainers.policy import Policy
     behaviors = run_behaviors(run_dir)
     if behavior not in behaviors:
         raise CheckpointError(f"{run_dir}: no behavior '{behavior}'; the run has "
@@ -213,6 +212,7 @@ def load_policy(run_dir: str, behavior: str, spec: Optional[BehaviorSpec] = None
     checkpointer = Checkpointer(directory, behavior)
     if not checkpointer.checkpoints():
         raise CheckpointError(f"{directory}: no checkpoint of behavior '{behavior}'")
+    from tftrainers.trainers.policy import Policy  # TensorFlow: only once the run checks out
     policy = Policy(trained, settings.network_settings, seed=seed, deterministic=deterministic)
     trackables = dict(policy.trackables())
     critic = None

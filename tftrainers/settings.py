@@ -1,15 +1,19 @@
 """Run settings: ML-Agents' YAML schema as dataclasses, loaded strictly.
 
-A config file written for ``mlagents-learn`` (release 20/21) loads unchanged, except that
-``torch_settings`` is replaced by ``tf_settings``. Every key, default and meaning follows
-``mlagents/trainers/settings.py``; every problem in a file is a :class:`ConfigError` whose
-message is one line naming the file, the key path, what was given and what is allowed::
+A config file written for ``mlagents-learn`` (release 20-22) loads unchanged, including the
+resolved ``configuration.yaml`` it writes into every results folder: every key, default and
+meaning follows ``mlagents/trainers/settings.py``; ``torch_settings.device`` is read as
+``tf_settings.device``. Every problem in a file is a :class:`ConfigError` whose message is
+one line naming the file, the key path, what was given and what is allowed. A key that is
+accepted but changes nothing here (Unity engine settings, self-play, ...) is never dropped
+in silence: ``options.notes`` holds one line per reason, naming the keys::
 
     options = load_run_options("configs/ppo/Ball3D.yaml", overrides={"run_id": "ball"})
     for name in env.behavior_specs:
         trainer_settings = options.settings_for(name)     # TrainerSettings
         trainer_settings.hyperparameters.batch_size        # 64
     print(options.to_yaml())                               # --dry-run / configuration.yaml
+    options.notes   # ("configs/x.yaml: engine_settings is accepted but has no effect ...",)
 
 One small recursive converter (:func:`_build`) turns a mapping into any settings dataclass
 using its field types (``Optional[X]``, ``Dict[str, X]``, nested dataclasses, primitives)
@@ -20,17 +24,14 @@ registration.
 import copy
 import dataclasses
 import difflib
-import logging
 import math
 import re
 from dataclasses import MISSING, dataclass, field
 from types import MappingProxyType
-from typing import (Any, Callable, ClassVar, Dict, Mapping, NoReturn, Optional, Tuple,
-                    Union, get_args, get_origin, get_type_hints)
+from typing import (Any, Callable, ClassVar, Dict, List, Mapping, NamedTuple, NoReturn,
+                    Optional, Tuple, Union, get_args, get_origin, get_type_hints)
 
 import yaml
-
-logger = logging.getLogger(__name__)
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 SCHEDULES = ("linear", "constant")
@@ -45,6 +46,15 @@ class ConfigError(ValueError):
         super().__init__(" ".join(str(message).splitlines()))
 
 
+class _Note(NamedTuple):
+    """A remark on one key of a file: ``path text``; an inert key's text is why it has no
+    effect here."""
+
+    path: str
+    text: str
+    inert: bool = False
+
+
 def _opt(help: str, default: Any = MISSING, *, factory: Any = MISSING, **rules: Any) -> Any:
     """Declares a settings field.
 
@@ -57,7 +67,9 @@ def _opt(help: str, default: Any = MISSING, *, factory: Any = MISSING, **rules: 
             ``default_from`` (sibling field whose value is the default when None),
             ``select_by`` + ``types`` (the dataclass to build is ``types[sibling]``),
             ``key_types`` (a dict whose keys select the value dataclass), ``parse``
-            (``f(value, path, source)`` normalising the raw value first).
+            (``f(value, path, source)`` normalising the raw value first), ``inert``
+            (why the key has no effect here: a note when the file gives it a value
+            other than null, false or empty, and left out of ``as_dict`` at its default).
     """
     return field(default=default, default_factory=factory, metadata={"help": help, **rules})
 
@@ -67,11 +79,14 @@ class _Settings:
     """Base of all settings classes: derived defaults, plain-dict export, help texts.
 
     Class attributes a subclass may set (read by the converter, never mutated):
-        _aliases: deprecated key -> dotted path it is copied to when that path is not set.
+        _aliases: deprecated key -> dotted path it is copied to when that path is not set
+            (with a note).
         _removed: key -> what to use instead (the key is an error).
-        _ignored: key -> why it is ignored (the key is dropped with a warning).
+        _ignored: key -> why it is ignored (the key is dropped with a note).
         _relations: (left path, op, right path) checks between fields, op in
             ``<=, >=, excludes``; skipped when either side is None.
+    A subclass may also define ``_validate(self, fail)`` for checks the rules above cannot
+    express; ``fail(key, problem, allowed)`` raises the one-line ConfigError.
     """
 
     _aliases: ClassVar[Mapping[str, str]] = _EMPTY
@@ -114,6 +129,9 @@ class MemorySettings(_Settings):
                             128, gt=0, multiple_of=2)
 
 
+_NO_GOALS = "no environment here has goal-signal observations for it to condition on"
+
+
 @dataclass(kw_only=True)
 class NetworkSettings(_Settings):
     """Shape of a network body: normalizer, encoders, hidden layers, optional memory."""
@@ -127,7 +145,7 @@ class NetworkSettings(_Settings):
     memory: Optional[MemorySettings] = _opt("Recurrent memory; null for none.", None)
     goal_conditioning_type: str = _opt(
         "How goal observations condition the network (hyper network or concatenation).",
-        "hyper", choices=("hyper", "none"))
+        "hyper", choices=("hyper", "none"), inert=_NO_GOALS)
     deterministic: bool = _opt("Act with the distribution's mode instead of sampling.", False)
 
 
@@ -200,7 +218,7 @@ _ENCODING_SIZE_ALIAS = MappingProxyType({"encoding_size": "network_settings.hidd
 
 @dataclass(kw_only=True)
 class RewardSignalSettings(_Settings):
-    """A reward signal (``extrinsic`` uses exactly these keys)."""
+    """A reward signal: the keys every signal has."""
 
     gamma: float = _opt("Discount factor of this reward stream.", 0.99, ge=0, le=1)
     strength: float = _opt("Multiplier of this reward.", 1.0, ge=0)
@@ -209,9 +227,30 @@ class RewardSignalSettings(_Settings):
 
 
 @dataclass(kw_only=True)
+class ExtrinsicSettings(RewardSignalSettings):
+    """The environment's reward. ML-Agents writes a network_settings here too, and ignores it."""
+
+    network_settings: NetworkSettings = _opt(
+        "Not used: the extrinsic reward has no network.", factory=NetworkSettings,
+        inert="the extrinsic reward has no network (ML-Agents ignores it too)")
+
+
+@dataclass(kw_only=True)
+class NoveltyNetworkSettings(NetworkSettings):
+    """Network of a curiosity or RND model: ``normalize`` follows the behavior's."""
+
+    normalize: Optional[bool] = _opt(
+        "Normalize the model's vector observations with running mean/variance (null: as "
+        "the behavior's network_settings.normalize; ML-Agents' default is false).", None)
+
+
+@dataclass(kw_only=True)
 class CuriositySettings(RewardSignalSettings):
     """Curiosity (ICM) intrinsic reward; ``encoding_size`` is read as network hidden_units."""
 
+    network_settings: NoveltyNetworkSettings = _opt(
+        "Network of the encoder (normalize: null follows the behavior).",
+        factory=NoveltyNetworkSettings)
     learning_rate: float = _opt("Learning rate of the forward/inverse models.", 3.0e-4, gt=0)
 
     _aliases = _ENCODING_SIZE_ALIAS
@@ -221,6 +260,9 @@ class CuriositySettings(RewardSignalSettings):
 class RNDSettings(RewardSignalSettings):
     """Random network distillation intrinsic reward."""
 
+    network_settings: NoveltyNetworkSettings = _opt(
+        "Network of the target and predictor (normalize: null follows the behavior).",
+        factory=NoveltyNetworkSettings)
     learning_rate: float = _opt("Learning rate of the predictor network.", 1.0e-4, gt=0)
 
     _aliases = _ENCODING_SIZE_ALIAS
@@ -243,7 +285,7 @@ class GAILSettings(RewardSignalSettings):
 
 #: reward signal name -> its settings class.
 REWARD_SIGNAL_TYPES: Mapping[str, type] = MappingProxyType({
-    "extrinsic": RewardSignalSettings, "curiosity": CuriositySettings,
+    "extrinsic": ExtrinsicSettings, "curiosity": CuriositySettings,
     "rnd": RNDSettings, "gail": GAILSettings})
 
 
@@ -265,6 +307,25 @@ class BehavioralCloningSettings(_Settings):
 
 
 @dataclass(kw_only=True)
+class SelfPlaySettings(_Settings):
+    """Self-play (ML-Agents' adversarial training): accepted, not trained by this version."""
+
+    save_steps: int = _opt("Trainer steps between snapshots of the policy.", 20000, ge=1)
+    team_change: Optional[int] = _opt("Trainer steps between changes of the learning team "
+                                      "(null: 5 x save_steps).", None, ge=1)
+    swap_steps: int = _opt("Ghost steps between swaps of the opponent's snapshot.", 2000, ge=1)
+    window: int = _opt("Snapshots kept to sample opponents from.", 10, ge=1)
+    play_against_latest_model_ratio: float = _opt(
+        "Probability of playing against the current policy.", 0.5, ge=0, le=1)
+    initial_elo: float = _opt("Starting ELO rating.", 1200.0)
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.team_change is None:
+            self.team_change = self.save_steps * 5
+
+
+@dataclass(kw_only=True)
 class TrainerSettings(_Settings):
     """Everything about training one behavior (``behaviors.<Name>`` / ``default_settings``)."""
 
@@ -277,7 +338,7 @@ class TrainerSettings(_Settings):
                                              factory=NetworkSettings)
     reward_signals: Dict[str, RewardSignalSettings] = _opt(
         "Reward signals by name: extrinsic, curiosity, rnd, gail.",
-        factory=lambda: {"extrinsic": RewardSignalSettings()},
+        factory=lambda: {"extrinsic": ExtrinsicSettings()},
         key_types=REWARD_SIGNAL_TYPES)
     init_path: Optional[str] = _opt("Checkpoint to initialize this behavior's weights from.",
                                     None)
@@ -290,9 +351,12 @@ class TrainerSettings(_Settings):
                              64, ge=1)
     summary_freq: int = _opt("Steps between stats summaries.", 50000, ge=1)
     threaded: bool = _opt("Update the policy while the environment steps.", False)
-    self_play: Optional[Dict[str, Any]] = _opt("Self-play settings (kept as given).", None)
+    self_play: Optional[SelfPlaySettings] = _opt(
+        "Self-play settings; null for none.", None,
+        inert="tftrainers has no self-play (adversarial) trainer yet")
     behavioral_cloning: Optional[BehavioralCloningSettings] = _opt(
-        "Behavioral cloning from demonstrations; null for none.", None)
+        "Behavioral cloning from demonstrations; null for none.", None,
+        inert="behavioral cloning inside PPO is not in this version yet")
 
     _ignored = MappingProxyType({"framework": "ML-Agents deprecated it; TensorFlow is used"})
     _relations = (("network_settings.memory.sequence_length", "<=",
@@ -303,6 +367,12 @@ class TrainerSettings(_Settings):
         # Mirrors ML-Agents: even_checkpoints overrides checkpoint_interval.
         if self.even_checkpoints and self.keep_checkpoints > 0:
             self.checkpoint_interval = max(1, int(self.max_steps / self.keep_checkpoints))
+        # Novelty models normalise their inputs when the behavior does, unless told (the
+        # RND paper normalises; ML-Agents' default does not).
+        for signal in self.reward_signals.values():
+            ns = signal.network_settings
+            if isinstance(ns, NoveltyNetworkSettings) and ns.normalize is None:
+                ns.normalize = self.network_settings.normalize
 
 
 # -------------------------------------------------------------------------- run level
@@ -333,6 +403,10 @@ def _parse_env_args(value: Any, path: str, source: str) -> Any:
     return dict(items)
 
 
+_UNITY_PLAYER = ("Unity player settings (port, start-up wait, crash restarts); built-in and "
+                 "gym environments run inside this process")
+
+
 @dataclass(kw_only=True)
 class EnvironmentSettings(_Settings):
     """Which environment to run and how many copies."""
@@ -342,19 +416,24 @@ class EnvironmentSettings(_Settings):
     env_args: Optional[Dict[str, Any]] = _opt(
         "Arguments passed to the environment ({k: v} or a list of 'k=v').", None,
         parse=_parse_env_args)
-    base_port: int = _opt("First port for Unity environments.", 5005, ge=1, le=65535)
-    num_envs: int = _opt("Environment copies run in parallel.", 1, ge=1)
+    base_port: int = _opt("First port for Unity environments.", 5005, ge=1, le=65535,
+                          inert=_UNITY_PLAYER)
+    num_envs: int = _opt(
+        "Environment instances stepped together; their agents share one policy call (an "
+        "in-process env that vectorises, built-in or gym, is built once with num_envs x "
+        "num_areas areas instead).", 1, ge=1)
     num_areas: Optional[int] = _opt(
         "Training areas per environment copy (null: the environment's own default).", None,
         ge=1)
-    timeout_wait: int = _opt("Seconds to wait for a Unity environment to answer.", 60, ge=1)
+    timeout_wait: int = _opt("Seconds to wait for a Unity environment to answer.", 60, ge=1,
+                             inert=_UNITY_PLAYER)
     seed: int = _opt("Random seed (-1: pick one at random).", -1)
     max_lifetime_restarts: int = _opt("Crashes an environment may restart from (-1: no limit).",
-                                      10, ge=-1)
+                                      10, ge=-1, inert=_UNITY_PLAYER)
     restarts_rate_limit_n: int = _opt("Restarts allowed per rate-limit period (-1: no limit).",
-                                      1, ge=-1)
+                                      1, ge=-1, inert=_UNITY_PLAYER)
     restarts_rate_limit_period_s: int = _opt("Length of the restart rate-limit period (s).",
-                                             60, ge=0)
+                                             60, ge=0, inert=_UNITY_PLAYER)
 
 
 @dataclass(kw_only=True)
@@ -379,7 +458,9 @@ class CheckpointSettings(_Settings):
     load_model: bool = _opt("Deprecated alias of resume.", False)
     resume: bool = _opt("Continue the run from its last checkpoint.", False)
     force: bool = _opt("Overwrite an existing run with the same run_id.", False)
-    train_model: bool = _opt("Deprecated; training is the default.", False)
+    train_model: bool = _opt("Deprecated; training is the default.", False,
+                             inert="ML-Agents deprecated it (the old --train); training is "
+                                   "the default")
     inference: bool = _opt("Run the policy without training.", False)
     results_dir: str = _opt("Folder holding all runs.", "results")
 
@@ -404,6 +485,155 @@ class TFSettings(_Settings):
 
 
 @dataclass(kw_only=True)
+class TorchSettings(_Settings):
+    """ML-Agents' PyTorch device, read as ``tf_settings.device`` (see RunOptions)."""
+
+    device: Optional[str] = _opt("PyTorch device: cpu, cuda, cuda:N or mps (null: default).",
+                                 None)
+
+    #: PyTorch device (before any ":index") -> tf_settings.device.
+    DEVICES: ClassVar[Mapping[str, str]] = MappingProxyType(
+        {"cpu": "cpu", "cuda": "gpu", "mps": "gpu"})
+
+
+# --------------------------------------------------------------- environment parameters
+
+
+def _parse_sampler(value: Any, path: str, source: str) -> Any:
+    """A plain number is ML-Agents' shorthand for a constant sampler."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return {"sampler_type": "constant", "sampler_parameters": {"value": value}}
+    return value
+
+
+def _parse_intervals(value: Any, path: str, source: str) -> Any:
+    allowed = "a list of [min, max] pairs of numbers with min <= max"
+    if not isinstance(value, (list, tuple)) or not value:
+        _fail(source, path, _wrong(value), allowed)
+    intervals = []
+    for i, pair in enumerate(value):
+        if (not isinstance(pair, (list, tuple)) or len(pair) != 2
+                or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                           for x in pair) or pair[0] > pair[1]):
+            _fail(source, f"{path}[{i}]", f"{_show(pair)} is not a [min, max] pair", allowed)
+        intervals.append([float(pair[0]), float(pair[1])])
+    return intervals
+
+
+@dataclass(kw_only=True)
+class ConstantSampler(_Settings):
+    """One value."""
+
+    seed: int = _opt("Sampler seed (-1: from the run's seed).", -1)
+    value: float = _opt("The value.", 0.0)
+
+
+@dataclass(kw_only=True)
+class UniformSampler(_Settings):
+    """Uniform between min_value and max_value."""
+
+    seed: int = _opt("Sampler seed (-1: from the run's seed).", -1)
+    min_value: float = _opt("Lower bound.", 0.0)
+    max_value: float = _opt("Upper bound.", 1.0)
+
+    _relations = (("min_value", "<=", "max_value"),)
+
+
+@dataclass(kw_only=True)
+class GaussianSampler(_Settings):
+    """Normal distribution."""
+
+    seed: int = _opt("Sampler seed (-1: from the run's seed).", -1)
+    mean: float = _opt("Mean.", 1.0)
+    st_dev: float = _opt("Standard deviation.", 1.0)
+
+
+@dataclass(kw_only=True)
+class MultiRangeUniformSampler(_Settings):
+    """Uniform over several intervals."""
+
+    seed: int = _opt("Sampler seed (-1: from the run's seed).", -1)
+    intervals: List[List[float]] = _opt("[min, max] intervals.",
+                                        factory=lambda: [[0.0, 1.0]], parse=_parse_intervals)
+
+
+#: sampler_type -> its sampler_parameters class.
+SAMPLER_TYPES: Mapping[str, type] = MappingProxyType({
+    "uniform": UniformSampler, "gaussian": GaussianSampler,
+    "multirangeuniform": MultiRangeUniformSampler, "constant": ConstantSampler})
+
+
+@dataclass(kw_only=True)
+class SamplerSettings(_Settings):
+    """How an environment parameter's value is drawn."""
+
+    sampler_type: str = _opt("uniform, gaussian, multirangeuniform or constant.",
+                             choices=SAMPLER_TYPES)
+    sampler_parameters: Union[UniformSampler, GaussianSampler, MultiRangeUniformSampler,
+                              ConstantSampler] = _opt(
+        "The sampler's parameters; the keys depend on sampler_type.", None,
+        select_by="sampler_type", types=SAMPLER_TYPES)
+
+
+@dataclass(kw_only=True)
+class CompletionCriteriaSettings(_Settings):
+    """When a curriculum lesson is complete."""
+
+    behavior: str = _opt("Behavior whose progress or reward is measured.")
+    measure: str = _opt("progress (share of max_steps) or reward.", "reward",
+                        choices=("progress", "reward"))
+    min_lesson_length: int = _opt("Episodes before the lesson may end.", 0, ge=0)
+    signal_smoothing: bool = _opt("Smooth the measured reward.", True)
+    threshold: float = _opt("Value of the measure that ends the lesson.", 0.0)
+    require_reset: bool = _opt("Reset the environment when the lesson ends.", False)
+
+    def _validate(self, fail):
+        if self.measure == "progress" and not 0.0 <= self.threshold <= 1.0:
+            fail("threshold", f"{_show(self.threshold)} is out of range",
+                 "0 <= threshold <= 1 when measure is progress")
+
+
+@dataclass(kw_only=True)
+class LessonSettings(_Settings):
+    """One lesson of a curriculum: a value and when to move on."""
+
+    value: SamplerSettings = _opt("The parameter's value (a number) or sampler.",
+                                  parse=_parse_sampler)
+    name: str = _opt("Lesson name.")
+    completion_criteria: Optional[CompletionCriteriaSettings] = _opt(
+        "When the lesson ends (null for the last lesson).", None)
+
+
+def _parse_environment_parameters(value: Any, path: str, source: str) -> Any:
+    """A number or a sampler is ML-Agents' shorthand for a one-lesson curriculum named
+    after the parameter."""
+    if not isinstance(value, Mapping):
+        return value  # null, or a wrong type the converter reports
+    return {name: given if isinstance(given, Mapping) and "curriculum" in given else
+            {"curriculum": [{"value": given, "name": name, "completion_criteria": None}]}
+            for name, given in value.items()}
+
+
+@dataclass(kw_only=True)
+class EnvironmentParameterSettings(_Settings):
+    """An environment parameter: its lessons, in order (one for a plain sampler)."""
+
+    curriculum: List[LessonSettings] = _opt("Lessons; all but the last need "
+                                            "completion_criteria.")
+
+    def _validate(self, fail):
+        if not self.curriculum:
+            fail("curriculum", "is empty", "at least one lesson")
+        for i, lesson in enumerate(self.curriculum[:-1]):
+            if lesson.completion_criteria is None:
+                fail(f"curriculum[{i}].completion_criteria", "is missing",
+                     "completion_criteria on every lesson but the last")
+
+
+# -------------------------------------------------------------------------- run options
+
+
+@dataclass(kw_only=True)
 class RunOptions(_Settings):
     """A whole training run: one YAML file plus command-line overrides."""
 
@@ -413,19 +643,31 @@ class RunOptions(_Settings):
                                                  factory=dict)
     env_settings: EnvironmentSettings = _opt("Environment to train in.",
                                              factory=EnvironmentSettings)
-    engine_settings: EngineSettings = _opt("Unity engine settings.", factory=EngineSettings)
+    engine_settings: EngineSettings = _opt(
+        "Unity engine settings.", factory=EngineSettings,
+        inert="Unity player settings (window, quality, time scale, frame rates, graphics); "
+              "built-in and gym environments have no player")
     checkpoint_settings: CheckpointSettings = _opt("Run id, results folder, resume/force.",
                                                    factory=CheckpointSettings)
     tf_settings: TFSettings = _opt("TensorFlow device placement.", factory=TFSettings)
-    environment_parameters: Optional[Dict[str, Any]] = _opt(
-        "Environment parameters, samplers and curricula (kept as given).", None)
-    debug: bool = _opt("Log debug messages.", False)
+    environment_parameters: Optional[Dict[str, EnvironmentParameterSettings]] = _opt(
+        "Environment parameters: a value, a sampler or a curriculum of lessons each.", None,
+        parse=_parse_environment_parameters,
+        inert="Unity scene parameters (samplers, curriculum lessons) sent through a side "
+              "channel; built-in and gym environments take env_args instead")
+    debug: bool = _opt("Log debug messages.", False,
+                       inert="tftrainers writes no debug log")
 
-    _removed = MappingProxyType({
-        "torch_settings": "use tf_settings (device: cpu or gpu) instead; "
-                          "tftrainers runs on TensorFlow"})
-    # Name of the file the options came from, for messages raised after loading.
+    # Name of the file the options came from, for messages raised after loading, and the
+    # notes of loading it (see the module docstring).
     _source: ClassVar[str] = "<settings>"
+    _notes: ClassVar[Tuple[str, ...]] = ()
+
+    @property
+    def notes(self) -> Tuple[str, ...]:
+        """One line per reason why keys of the file change nothing here (or were read
+        differently), naming the keys: the CLI prints them."""
+        return self._notes
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "<dict>",
@@ -448,13 +690,23 @@ class RunOptions(_Settings):
             _fail(source, "", f"the top level is {what}",
                   "a mapping with keys " + _names(cls))
         data = dict(data)
+        notes: List[_Note] = []
+        if "torch_settings" in data:
+            data = _torch_to_tf(data, source, notes)
         defaults, behaviors = data.get("default_settings"), data.get("behaviors")
         if isinstance(defaults, Mapping) and isinstance(behaviors, Mapping):
             data["behaviors"] = {name: _with_defaults(defaults, settings)
                                  for name, settings in behaviors.items()}
-        options = _build(cls, data, "", source)
+        options = _build(cls, data, "", source, notes)
         _apply_overrides(options, overrides or {})
+        if not options.checkpoint_settings.inference:
+            for name, trainer in options.behaviors.items():
+                if trainer.network_settings.deterministic:
+                    notes.append(_Note(f"behaviors.{name}.network_settings.deterministic",
+                                       "has no effect while training: it applies with "
+                                       "--inference (and tftrainers-evaluate --deterministic)"))
         options._source = source
+        options._notes = _note_lines(source, notes)
         return options
 
     def settings_for(self, behavior_name: str) -> TrainerSettings:
@@ -542,27 +794,69 @@ def load_run_options(path: str, overrides: Optional[Mapping[str, Any]] = None) -
     return RunOptions.from_dict(data, source=source, overrides=overrides)
 
 
+def _torch_to_tf(data: Dict[str, Any], source: str,
+                 notes: List[_Note]) -> Dict[str, Any]:
+    """Reads ML-Agents' ``torch_settings.device`` as ``tf_settings.device`` (one note)."""
+    torch = _build(TorchSettings, data.pop("torch_settings"), "torch_settings", source)
+    if torch.device is None:
+        return data
+    kind = torch.device.split(":", 1)[0]
+    if kind not in TorchSettings.DEVICES:
+        _fail(source, "torch_settings.device", f"{_show(torch.device)} is not a known value",
+              "cpu, cuda, cuda:N, mps or null")
+    device = TorchSettings.DEVICES[kind]
+    tf_settings = data.get("tf_settings")
+    given = tf_settings.get("device") if isinstance(tf_settings, Mapping) else None
+    if given is not None and given != device:
+        notes.append(_Note("torch_settings.device", f"({_show(torch.device)}) has no effect "
+                           f"here: tf_settings.device ({_show(given)}) is given too and wins"))
+        return data
+    notes.append(_Note("torch_settings.device", f"{_show(torch.device)} is read as "
+                       f"tf_settings.device {_show(device)} (tftrainers runs on TensorFlow)"))
+    return _set_if_absent(data, ["tf_settings", "device"], device)
+
+
+def _note_lines(source: str, notes: List[_Note]) -> Tuple[str, ...]:
+    """One line per distinct remark, naming every key it concerns."""
+    grouped: Dict[Tuple[str, bool], List[str]] = {}
+    for note in notes:
+        grouped.setdefault((note.text, note.inert), []).append(note.path)
+    lines = []
+    for (text, inert), paths in grouped.items():
+        if inert:
+            one = len(paths) == 1
+            text = (f"{'is' if one else 'are'} accepted but {'has' if one else 'have'} no "
+                    f"effect here: {text}")
+        lines.append(f"{source}: {', '.join(paths)} {text}")
+    return tuple(lines)
+
+
 # ------------------------------------------------------------------------- the converter
 
 
-def _build(cls: type, data: Any, path: str, source: str) -> Any:
-    """Converts a mapping into the settings dataclass ``cls``, checking everything."""
+def _build(cls: type, data: Any, path: str, source: str,
+           notes: Optional[List[_Note]] = None) -> Any:
+    """Converts a mapping into the settings dataclass ``cls``, checking everything.
+
+    ``notes`` collects ``(key path, text)`` for keys read with a remark (None: no remarks).
+    """
     if data is None:
         data = {}  # an empty YAML section ("env_settings:") means all defaults
     if not isinstance(data, Mapping):
         _fail(source, path, _wrong(data), "a mapping with keys " + _names(cls))
     data = dict(data)
+    if notes is None:
+        notes = []  # collected and forgotten
     for key, instead in cls._removed.items():
         if key in data:
             _fail(source, _join(path, key), "is not supported", instead)
     for key, why in cls._ignored.items():
         if data.pop(key, None) is not None:
-            logger.warning("%s: %s is ignored (%s)", source, _join(path, key), why)
+            notes.append(_Note(_join(path, key), f"is ignored ({why})"))
     names = [f.name for f in dataclasses.fields(cls)]
     for old, new in cls._aliases.items():
         if old in data:
-            logger.warning("%s: %s is deprecated; use %s", source, _join(path, old),
-                           _join(path, new))
+            notes.append(_Note(_join(path, old), f"is deprecated; read as {_join(path, new)}"))
             data = _set_if_absent(data, new.split("."), data[old])
             if old not in names:
                 del data[old]
@@ -583,8 +877,12 @@ def _build(cls: type, data: Any, path: str, source: str) -> Any:
             if "select_by" in f.metadata:
                 name = f.metadata["select_by"]
                 selector = kwargs.get(name, _default_of(cls, name))
+            inner_notes = notes
+            if "inert" in f.metadata and data[f.name] not in (None, False, {}, []):
+                notes.append(_Note(fpath, f.metadata["inert"], inert=True))
+                inner_notes = None  # the whole key is noted; nothing inside it again
             kwargs[f.name] = _convert(hints[f.name], data[f.name], fpath, source, f.metadata,
-                                      selector)
+                                      selector, inner_notes)
         elif f.default is MISSING and f.default_factory is MISSING:
             _fail(source, fpath, "required key is missing", f.metadata["help"])
     obj = cls(**kwargs)
@@ -593,7 +891,7 @@ def _build(cls: type, data: Any, path: str, source: str) -> Any:
 
 
 def _convert(tp: Any, value: Any, path: str, source: str, meta: Mapping[str, Any],
-             selector: Any = None) -> Any:
+             selector: Any = None, notes: Optional[List[_Note]] = None) -> Any:
     """Converts one raw value to the field type ``tp``; see :func:`_opt` for ``meta``."""
     if "parse" in meta:
         value = meta["parse"](value, path, source)
@@ -604,11 +902,16 @@ def _convert(tp: Any, value: Any, path: str, source: str, meta: Mapping[str, Any
         if value is None and type(None) in args:
             return None
         if "select_by" in meta:
-            return _build(meta["types"][selector], value, path, source)
+            return _build(meta["types"][selector], value, path, source, notes)
         inner = [a for a in args if a is not type(None)]
         # "parse" already ran; only Optional[X] reaches here (select_by handles the rest).
         result = _convert(inner[0], value, path, source,
-                          {k: v for k, v in meta.items() if k != "parse"})
+                          {k: v for k, v in meta.items() if k != "parse"}, notes=notes)
+    elif origin is list:
+        if not isinstance(value, (list, tuple)):
+            _fail(source, path, _wrong(value), "a list")
+        return [_convert(args[0], item, f"{path}[{i}]", source, _EMPTY, notes=notes)
+                for i, item in enumerate(value)]
     elif origin is dict:
         if value is None:
             value = {}  # an empty YAML section ("behaviors:") means none
@@ -621,14 +924,14 @@ def _convert(tp: Any, value: Any, path: str, source: str, meta: Mapping[str, Any
             if not isinstance(key, str):
                 _fail(source, kpath, f"key {_show(key)} is {_kind(key)}", "a string key")
             if key_types is None:
-                result[key] = _convert(args[1], item, kpath, source, _EMPTY)
+                result[key] = _convert(args[1], item, kpath, source, _EMPTY, notes=notes)
             elif key in key_types:
-                result[key] = _build(key_types[key], item, kpath, source)
+                result[key] = _build(key_types[key], item, kpath, source, notes)
             else:
                 _fail(source, kpath, "unknown key", ", ".join(key_types))
         return result
     elif dataclasses.is_dataclass(tp):
-        return _build(tp, value, path, source)
+        return _build(tp, value, path, source, notes)
     else:
         result = _convert_scalar(tp, value, path, source)
     choices = meta.get("choices")
@@ -704,6 +1007,10 @@ def _check(obj: _Settings, path: str, source: str) -> None:
         elif not _compare(a, op, b):
             _fail(source, _join(path, left), f"{_show(a)} is out of range",
                   f"{left} {op} {right} ({_show(b)})")
+    validate = getattr(obj, "_validate", None)
+    if validate is not None:
+        validate(lambda key, problem, allowed=None: _fail(source, _join(path, key), problem,
+                                                           allowed))
 
 
 def _apply_overrides(options: RunOptions, overrides: Mapping[str, Any]) -> None:
@@ -792,7 +1099,10 @@ def _compare(a: Any, op: str, b: Any) -> bool:
 
 def _plain(value: Any) -> Any:
     if dataclasses.is_dataclass(value):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        # A key that changes nothing here is written only when it was set to something.
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if not ("inert" in f.metadata
+                        and getattr(value, f.name) == _default_of(type(value), f.name))}
     if isinstance(value, Mapping):
         return {key: _plain(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
@@ -845,9 +1155,11 @@ def _fail(source: str, path: str, problem: str, allowed: Optional[str] = None) -
 
 
 __all__ = [
-    "BCSettings", "BehavioralCloningSettings", "CheckpointSettings", "ConfigError",
-    "CuriositySettings", "EngineSettings", "EnvironmentSettings", "GAILSettings",
-    "MemorySettings", "NetworkSettings", "POCASettings", "PPOSettings", "REWARD_SIGNAL_TYPES",
-    "RNDSettings", "RewardSignalSettings", "RunOptions", "SCHEDULES", "TFSettings",
-    "TRAINER_TYPES", "TrainerSettings", "load_run_options",
+    "BCSettings", "BehavioralCloningSettings", "CheckpointSettings", "CompletionCriteriaSettings",
+    "ConfigError", "CuriositySettings", "EngineSettings", "EnvironmentParameterSettings",
+    "EnvironmentSettings", "ExtrinsicSettings", "GAILSettings", "LessonSettings",
+    "MemorySettings", "NetworkSettings", "NoveltyNetworkSettings", "POCASettings",
+    "PPOSettings", "REWARD_SIGNAL_TYPES", "RNDSettings", "RewardSignalSettings", "RunOptions",
+    "SAMPLER_TYPES", "SCHEDULES", "SamplerSettings", "SelfPlaySettings", "TFSettings",
+    "TRAINER_TYPES", "TorchSettings", "TrainerSettings", "load_run_options",
 ]

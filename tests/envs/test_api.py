@@ -137,3 +137,24 @@ def test_multi_env_merges_instances_and_routes_actions():
     assert np.array_equal(actions.discrete[3:], direct.discrete)
     env.set_actions("GridWorld", actions)
     env.step()
+
+
+@pytest.mark.parametrize("env_id, num_areas, agents", [
+    ("builtin:GridWorld", None, 3 * 16),  # GridWorld's default: 16 areas
+    ("builtin:Ball3D", 2, 3 * 2 * 12),  # 12 agents per area
+    ("gym:CartPole-v1", None, 3),
+    ("gym:CartPole-v1", 4, 12),
+])
+def test_num_envs_of_an_in_process_env_is_one_env_with_more_areas(env_id, num_areas, agents):
+    if env_id.startswith("gym:"):
+        pytest.importorskip("gymnasium")
+    env = make(env_id, seed=5, num_areas=num_areas, num_envs=3)
+    env.reset()
+    (name,) = env.behavior_specs
+    decision, _ = env.get_steps(name)
+    assert len(decision) == agents
+    # the areas (gym copies) are not clones: each has its own random start
+    assert len(np.unique(decision.obs[0], axis=0)) > agents // 2
+    env.close()
+    with pytest.raises(ValueError, match="num_envs must be >= 1, got 0"):
+        make(env_id, num_envs=0)

@@ -14,7 +14,8 @@ ENV_ID_HELP = ("builtin:NAME (" + ", ".join(sorted(BUILTIN_ENVS)) + "), gym:ID "
                "parallel env, e.g. pettingzoo:mpe2.simple_spread_v3)")
 
 
-def make(env_id: str, seed: int = 0, num_areas: Optional[int] = None, **env_args) -> BaseEnv:
+def make(env_id: str, seed: int = 0, num_areas: Optional[int] = None, num_envs: int = 1,
+         **env_args) -> BaseEnv:
     """Creates an environment from its id.
 
     Args:
@@ -23,25 +24,33 @@ def make(env_id: str, seed: int = 0, num_areas: Optional[int] = None, **env_args
         num_areas: training areas of a built-in env, or copies of a Gymnasium env (each
             copy is one agent) or of a PettingZoo env (each copy is one group); None takes
             the env's default (1 copy for Gymnasium and PettingZoo).
+        num_envs: environment instances (``--num-envs``). Built-in, Gymnasium and PettingZoo
+            envs run in this process and vectorise, so ``num_envs`` instances of ``num_areas``
+            areas are built as one env of ``num_envs x num_areas`` areas (each area or copy
+            has its own random stream): one step call instead of one per instance.
         **env_args: the env's own arguments (``obs="visual"`` for GridWorld; keyword
             arguments of ``gymnasium.make`` or of the PettingZoo module's ``parallel_env``).
 
     Raises:
         ValueError: an unknown id (listing the built-ins) or bad env args.
     """
+    if num_envs < 1:
+        raise ValueError(f"num_envs must be >= 1, got {num_envs}")
     kind, _, name = env_id.partition(":")
     if kind == "builtin" and name in BUILTIN_ENVS:
-        return BUILTIN_ENVS[name](seed=seed, num_areas=num_areas, **env_args)
+        cls = BUILTIN_ENVS[name]
+        areas = cls.default_num_areas if num_areas is None else num_areas
+        return cls(seed=seed, num_areas=areas * num_envs, **env_args)
     if kind == "builtin":
         raise ValueError(f"unknown built-in env '{name}'; built-ins: "
                          f"{', '.join(sorted(BUILTIN_ENVS))}")
     if kind == "gym" and name:
         from tftrainers.envs.gym_adapter import GymEnv
-        return GymEnv(name, num_envs=num_areas or 1, seed=seed, **env_args)
+        return GymEnv(name, num_envs=(num_areas or 1) * num_envs, seed=seed, **env_args)
     if kind == "pettingzoo" and name:
         from tftrainers.envs.pettingzoo_adapter import PettingZooEnv
-        return PettingZooEnv(name, num_envs=1 if num_areas is None else num_areas, seed=seed,
-                             **env_args)
+        return PettingZooEnv(name, num_envs=(1 if num_areas is None else num_areas) * num_envs,
+                             seed=seed, **env_args)
     raise ValueError(f"unknown env id '{env_id}'; use {ENV_ID_HELP}")
 
 

@@ -1,6 +1,9 @@
-"""Several env instances stepped together as one BaseEnv (``--num-envs``).
+"""Several env instances stepped together as one BaseEnv.
 
-Their agents of a behavior are concatenated, so one compiled policy call serves them all.
+For instances that cannot be one env: built-in and gym envs vectorise, so ``--num-envs``
+builds them as one env with more areas (``envs.make``), which steps without the per-step
+concatenation here. Their agents of a behavior are concatenated, so one compiled policy
+call serves them all.
 Agent id ``a`` of instance ``k`` becomes ``a * num_envs + k`` (group ids likewise, 0 stays
 0), so ids stay unique and ints.
 """

@@ -4,15 +4,34 @@ SavedModel (TF Serving), both following DESIGN §7's contract; and policies that
     export_onnx(policy, "Ball3D.onnx")                          # opset DEFAULT_OPSET
     export_savedmodel(policy, "serving/Ball3D", version=1)      # serving/Ball3D/1/
     evaluate(env, OnnxPolicy("Ball3D.onnx", env.behavior_specs["Ball3D"]), episodes=10)
-"""
-from tftrainers.export.loading import OnnxPolicy, SavedModelPolicy
-from tftrainers.export.onnx_export import (DEFAULT_OPSET, SUPPORTED_OPSETS, OnnxExportError,
-                                           check_opset, export_onnx, policy_to_onnx)
-from tftrainers.export.savedmodel_export import VALUE_SIGNATURE, export_savedmodel
-from tftrainers.export.signature import (MODEL_VERSION, SERVING_SIGNATURE, inference_function,
-                                         input_signature, output_names)
 
-__all__ = ["DEFAULT_OPSET", "MODEL_VERSION", "OnnxExportError", "OnnxPolicy", "SERVING_SIGNATURE",
-           "SUPPORTED_OPSETS", "SavedModelPolicy", "VALUE_SIGNATURE", "check_opset",
-           "export_onnx", "export_savedmodel", "inference_function", "input_signature",
-           "output_names", "policy_to_onnx"]
+The names below are imported from their modules when first used, so that importing this
+package (or ``tftrainers.tf_utils.opsets``, for ``--opset`` checks) does not import
+TensorFlow and tf2onnx.
+"""
+import importlib
+
+_OPSETS = "tftrainers.tf_utils.opsets"
+_MODULE_OF = {
+    "OnnxPolicy": "loading", "SavedModelPolicy": "loading",
+    "DEFAULT_OPSET": _OPSETS, "SUPPORTED_OPSETS": _OPSETS, "check_opset": _OPSETS,
+    "OnnxExportError": "onnx_export", "export_onnx": "onnx_export",
+    "policy_to_onnx": "onnx_export",
+    "VALUE_SIGNATURE": "savedmodel_export", "export_savedmodel": "savedmodel_export",
+    "MODEL_VERSION": "signature", "SERVING_SIGNATURE": "signature",
+    "inference_function": "signature", "input_signature": "signature",
+    "output_names": "signature",
+}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name):
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tftrainers.export' has no attribute '{name}'")
+    return getattr(importlib.import_module(module if "." in module else f"tftrainers.export.{module}"), name)
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_MODULE_OF))

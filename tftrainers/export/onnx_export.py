@@ -19,23 +19,10 @@ import tf2onnx
 
 from tftrainers.export.signature import (MODEL_VERSION, inference_function, input_signature,
                                          output_names)
-
-from tftrainers.tf_utils.onnx_function import (DEFAULT_OPSET, SUPPORTED_OPSETS, OnnxExportError,
-                                               check_converted, quiet_tf2onnx)
+from tftrainers.tf_utils.onnx_function import OnnxExportError, check_converted, quiet_tf2onnx
+from tftrainers.tf_utils.opsets import DEFAULT_OPSET, SUPPORTED_OPSETS, check_opset  # noqa: F401
 
 BATCH_DIM = "batch"
-
-
-def check_opset(opset: int) -> int:
-    """Returns ``opset`` when it is in ``SUPPORTED_OPSETS``.
-
-    Raises:
-        ValueError: one line naming the opset and the allowed range.
-    """
-    if isinstance(opset, bool) or not isinstance(opset, int) or opset not in SUPPORTED_OPSETS:
-        raise ValueError(f"ONNX opset {opset!r} is not supported; use an opset from "
-                         f"{SUPPORTED_OPSETS.start} to {SUPPORTED_OPSETS.stop - 1} (Unity Sentis)")
-    return opset
 
 
 def policy_to_onnx(policy, opset: int = DEFAULT_OPSET) -> onnx.ModelProto:

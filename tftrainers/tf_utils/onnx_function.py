@@ -23,13 +23,8 @@ import numpy as np
 
 from tftrainers.acting.onnx_program import OnnxProgram, WeightInput
 from tftrainers.logs import quiet_logger
+from tftrainers.tf_utils.opsets import DEFAULT_OPSET, SUPPORTED_OPSETS  # noqa: F401
 
-#: Opsets a Unity project can import (Sentis reads 7..15; ML-Agents' exporter writes 9),
-#: from ML-Agents' own up: every one converts these graphs and matches Keras (tests).
-SUPPORTED_OPSETS = range(9, 16)
-#: tf2onnx 1.17's default and the newest opset Sentis reads; tf2onnx tests 14..18 only,
-#: so 14..15 is the overlap it vouches for. Pass 9 for older runtimes (Barracuda).
-DEFAULT_OPSET = 15
 
 
 class OnnxExportError(RuntimeError):
