@@ -153,6 +153,13 @@ class ImitationManager(AgentManager):
 
     # --- acting -----------------------------------------------------------------------------
     def step(self, decision_steps: DecisionSteps, terminal_steps: TerminalSteps) -> ActionTuple:
+        env_actions = self._step(decision_steps, terminal_steps)
+        if self.recording:
+            for observer in self.observers:
+                observer(decision_steps, terminal_steps, env_actions)
+        return env_actions
+
+    def _step(self, decision_steps: DecisionSteps, terminal_steps: TerminalSteps) -> ActionTuple:
         check_steps(self.behavior_name, self.spec, decision_steps, terminal_steps)
         if len(terminal_steps):
             self.actor.episode_ended(terminal_steps.agent_id)

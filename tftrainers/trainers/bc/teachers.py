@@ -72,9 +72,12 @@ class _ExpertTeacher:
 
 
 def _has_heuristic(env: BaseEnv) -> bool:
-    inner = getattr(env, "envs", None)
-    if inner:  # MultiEnv: its copies' heuristic
-        env = inner[0]
+    from tftrainers.envs.multi_env import MultiEnv
+    if isinstance(env, MultiEnv):  # its copies' heuristic
+        env = env.envs[0]
+    from tftrainers.envs.area_env import AreaEnv
+    if isinstance(env, AreaEnv):  # built-ins and the gym adapter: their _heuristic
+        return type(env)._heuristic is not AreaEnv._heuristic
     return type(env).heuristic is not BaseEnv.heuristic
 
 
