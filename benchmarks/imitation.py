@@ -45,14 +45,16 @@ def run_one(config: str, seed: int, results: str, overrides=None, episodes: int 
     env_id = options.env_settings.env_path
     hp = settings.hyperparameters
 
-    def score(policy):
-        env = make(env_id, seed=10_000 + seed)
-        return evaluate(env, policy, episodes=episodes)[name]["mean_reward"]
-    env = make(env_id, seed=10_000 + seed)
-    teacher = score(make_policy(hp.teacher if hp.teacher and hp.teacher != "heuristic"
-                                else "heuristic", env, seed=seed, deterministic=True))
-    student = score(make_policy(run_dir, env, seed=seed, deterministic=True))
-    random = score(RandomPolicy(env, seed=seed))
+    def score(make):  # a fresh env per policy; the policy made for it (heuristics read it)
+        env = make_env_for_score()
+        return evaluate(env, make(env), episodes=episodes)[name]["mean_reward"]
+
+    def make_env_for_score():
+        return make(env_id, seed=10_000 + seed)
+    teacher = score(lambda env: make_policy(hp.teacher or "heuristic", env, seed=seed,
+                                            deterministic=True))
+    student = score(lambda env: make_policy(run_dir, env, seed=seed, deterministic=True))
+    random = score(lambda env: RandomPolicy(env, seed=seed))
     return {"config": config, "seed": seed, "teacher": teacher, "student": student,
             "random": random, "score": (student - random) / (teacher - random),
             "labels": int(labels), "wall_s": wall, **(overrides or {})}
