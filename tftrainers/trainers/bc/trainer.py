@@ -28,7 +28,6 @@ from __future__ import annotations
 from typing import Dict, List, Optional
 
 import numpy as np
-import tensorflow as tf
 
 from tftrainers.acting import ImitationManager, Labelled, TeacherEpisodes
 from tftrainers.acting.imitation import BehaviorRecorder
@@ -64,13 +63,7 @@ class BCTrainer(Trainer):
             raise ConfigError(f"{self.key}.mode: dagger needs a teacher that can label any "
                               f"state; brain_to_imitate only shows its own agents' steps "
                               f"(use mode: teacher)")
-        tf.random.set_seed(self.seed)
-        import keras
-        keras.utils.set_random_seed(self.seed)
-        self._policy = Policy(self.spec, settings.network_settings, seed=self.seed,
-                              deterministic=self.inference and
-                              settings.network_settings.deterministic,
-                              jit_compile=self.jit_compile)
+        self._policy = self.create_policy()
         self.optimizer = BCOptimizer(self._policy, settings, jit_compile=self.jit_compile)
         self.rng = np.random.default_rng(self.seed + 1)  # minibatch shuffles
         self.sequence_length = self._policy.sequence_length
