@@ -117,7 +117,9 @@ def test_hyperparameter_class_and_schedules_follow_the_trainer():
     assert isinstance(TrainerSettings(trainer_type="bc").hyperparameters, BCSettings)
     assert not hasattr(POCASettings(), "shared_critic")
     assert [f.name for f in dataclasses.fields(BCSettings)] == [
-        "batch_size", "num_epoch", "learning_rate", "learning_rate_schedule"]
+        "batch_size", "buffer_size", "num_epoch", "batches_per_epoch", "learning_rate",
+        "learning_rate_schedule", "teacher", "brain_to_imitate", "demo_path", "mode",
+        "teacher_agents", "steps", "continuous_loss"]
     h = PPOSettings(learning_rate_schedule="constant")
     assert (h.beta_schedule, h.epsilon_schedule) == ("constant", "constant")
     h = PPOSettings(learning_rate_schedule="constant", beta_schedule="linear")
@@ -417,7 +419,7 @@ def test_default_hyperparameters_apply_only_where_the_trainer_has_them(tmp_path)
     assert options.behaviors["Team"].hyperparameters == POCASettings(
         batch_size=256, buffer_size=2560, beta=0.01, learning_rate=1e-3)
     assert options.behaviors["Clone"].hyperparameters == BCSettings(
-        batch_size=256, learning_rate=1e-3)
+        batch_size=256, buffer_size=2560, learning_rate=1e-3)
 
 
 def test_settings_for_falls_back_to_default_settings(tmp_path):

@@ -164,6 +164,7 @@ def _run(options: RunOptions, folder: RunFolder, env, settings, seed: int, stop,
         for name, trainer in trainers.items():
             managers[name] = trainer.create_agent_manager(env)
             trainer.subscribe(managers[name])
+        _connect_imitation(env, trainers, managers)
         log(f"[INFO] Run '{cs.run_id}': results in {run_dir}; behaviors "
             f"{', '.join(trainers)} on {options.env_settings.env_path} (seed {seed}).")
         stop.defer()  # from here a signal stops the loop, and everything saves
@@ -184,6 +185,22 @@ def _run(options: RunOptions, folder: RunFolder, env, settings, seed: int, stop,
     finally:
         for writer in writers:
             writer.close()
+
+
+def _connect_imitation(env, trainers, managers) -> None:
+    """A BC student with ``brain_to_imitate`` records that behavior's steps as labels."""
+    for name, trainer in trainers.items():
+        source = getattr(trainer, "imitates", None)
+        if not source or trainer.inference:
+            continue
+        key = f"behaviors.{name}.hyperparameters.brain_to_imitate"
+        if source == name or source not in managers:
+            others = [n for n in managers if n != name]
+            raise ConfigError(f"{key}: '{source}' is not another behavior of the environment; "
+                              f"it has {', '.join(others) or 'no other behavior'}")
+        recorder = trainer.create_recorder(env.behavior_specs[source], source)
+        managers[source].add_observer(recorder)
+        trainer.subscribe(recorder)
 
 
 def _failure(error: Exception, notes: str) -> Exception:

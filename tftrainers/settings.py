@@ -196,13 +196,44 @@ class POCASettings(_OnPolicyHyperparameters):
 
 @dataclass(kw_only=True)
 class BCSettings(_Settings):
-    """Hyperparameters of the standalone behavioral cloning trainer (``trainer_type: bc``)."""
+    """Hyperparameters of the standalone behavioral cloning trainer (``trainer_type: bc``):
+    ML-Agents' keys, the seed's ``batches_per_epoch`` and ``brain_to_imitate``, and the
+    teacher (one of ``teacher``, ``brain_to_imitate``, ``demo_path``)."""
 
-    batch_size: int = _opt("Demonstration steps per gradient step.", 1024, ge=1)
-    num_epoch: int = _opt("Passes over the demonstrations per update.", 3, ge=1)
+    batch_size: int = _opt("Labelled steps per gradient step; an update runs each time this "
+                           "many new labelled steps (demo_path: env steps) arrived.", 1024, ge=1)
+    buffer_size: int = _opt("Labelled steps kept for training (the newest; DAgger's "
+                            "aggregated data set).", 50000, ge=1)
+    num_epoch: int = _opt("Passes over the labelled steps per update.", 3, ge=1)
+    batches_per_epoch: int = _opt("Most minibatches per pass (0: as many as the data holds).",
+                                  10, ge=0)
     learning_rate: float = _opt("Initial Adam learning rate.", 3.0e-4, gt=0)
     learning_rate_schedule: str = _opt("Learning rate over training: linear decay or constant.",
                                        "linear", choices=SCHEDULES)
+    teacher: Optional[str] = _opt(
+        "The teacher: heuristic (the env's), heuristic:MODULE:FUNCTION (an expert "
+        "f(decision_steps) -> actions), a run folder results/RUN, a FILE.onnx or a SavedModel "
+        "folder.", None)
+    brain_to_imitate: Optional[str] = _opt(
+        "Another behavior of the env whose agents (driven by their own trainer) teach.", None)
+    demo_path: Optional[str] = _opt("Learn offline from a .demo file or a folder of them.",
+                                    None)
+    mode: str = _opt("teacher: a share of the agents is driven by the teacher and recorded; "
+                     "dagger: the teacher labels every state, and drives an episode with a "
+                     "probability falling from 1 to 0 over steps.", "teacher",
+                     choices=("teacher", "dagger"))
+    teacher_agents: float = _opt("mode teacher: the share of agents the teacher drives.", 0.5,
+                                 gt=0, le=1)
+    steps: Optional[int] = _opt("mode dagger: steps over which the teacher's probability falls "
+                                "to 0 (null: half of max_steps).", None, ge=1)
+    continuous_loss: str = _opt("Continuous actions: log_likelihood of the teacher's action "
+                                "under the student's Gaussian, mse of its mean, or sampled_mse "
+                                "(ML-Agents' BC module).", "log_likelihood",
+                                choices=("log_likelihood", "mse", "sampled_mse"))
+
+    _relations = (("teacher", "excludes", "brain_to_imitate"),
+                  ("teacher", "excludes", "demo_path"),
+                  ("brain_to_imitate", "excludes", "demo_path"))
 
 
 #: trainer_type -> its hyperparameters class.

@@ -4,7 +4,9 @@ back as a flat vector with a version. No TensorFlow here, so acting can run anyw
 """
 from tftrainers.acting.actor import ActLayout, Actor, WeightUpdate, bucket, pad_rows
 from tftrainers.acting.agent_manager import ActingStats, AgentManager
+from tftrainers.acting.imitation import ImitationManager, Labelled, TeacherEpisodes
 from tftrainers.acting.onnx_program import OnnxProgram, OnnxRunner, WeightInput
 
-__all__ = ["ActLayout", "ActingStats", "Actor", "AgentManager", "OnnxProgram", "OnnxRunner",
+__all__ = ["ActLayout", "ActingStats", "Actor", "AgentManager", "ImitationManager", "Labelled",
+           "TeacherEpisodes", "OnnxProgram", "OnnxRunner",
            "WeightInput", "WeightUpdate", "bucket", "pad_rows"]

@@ -58,6 +58,12 @@ class AgentManager:
         self._entropy_sum, self._entropy_steps = 0.0, 0
         self._report_every = max(int(report_every), 1)
         self._since_report = 0
+        self.observers = []  # called with (decision, terminal, env actions) every step
+
+    def add_observer(self, observer) -> None:
+        """``observer(decision_steps, terminal_steps, env_actions)`` sees every recorded step
+        (a BC student's ``BehaviorRecorder`` watching its teacher behavior)."""
+        self.observers.append(observer)
 
     def step(self, decision_steps: DecisionSteps, terminal_steps: TerminalSteps) -> ActionTuple:
         """Checks the agents' steps at the boundary (shapes, dtypes, finite values: one-line
@@ -76,7 +82,10 @@ class AgentManager:
             self.queue.put(episodes)
         if not len(decision_steps):
             self._last_info = None
-            return self.spec.action_spec.empty_action(0)
+            empty = self.spec.action_spec.empty_action(0)
+            for observer in self.observers:
+                observer(decision_steps, terminal_steps, empty)
+            return empty
         info, env_actions = self.actor.act(decision_steps)
         self._last_info = info
         self._entropy_sum += float(self.actor.last_entropy.sum())
@@ -84,6 +93,8 @@ class AgentManager:
         self._since_report += 1
         if self._since_report >= self._report_every:
             self.flush_stats()
+        for observer in self.observers:
+            observer(decision_steps, terminal_steps, env_actions)
         return env_actions
 
     def flush_stats(self) -> None:

@@ -110,6 +110,19 @@ class Trainer(abc.ABC):
         """The critic whose values the SavedModel exports (None: no value signature)."""
         return None
 
+    def create_policy(self) -> Policy:
+        """The behavior's Policy from ``network_settings``, its initial weights seeded by
+        ``seed`` (TensorFlow's and Keras' global seeds); deterministic in inference when
+        the settings say so."""
+        import keras
+        import tensorflow as tf
+        tf.random.set_seed(self.seed)
+        keras.utils.set_random_seed(self.seed)
+        ns = self.settings.network_settings
+        return Policy(self.spec, ns, seed=self.seed,
+                      deterministic=self.inference and ns.deterministic,
+                      jit_compile=self.jit_compile)
+
     # --- the acting side ----------------------------------------------------------------------
     def create_agent_manager(self, env=None) -> AgentManager:
         """This behavior's acting side, with the current weights. ``env`` is the env the

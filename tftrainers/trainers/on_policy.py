@@ -17,7 +17,6 @@ import threading
 from typing import Dict, List, Optional
 
 import numpy as np
-import tensorflow as tf
 
 from tftrainers.processing import AgentBuffer, BufferKey, Trajectory
 from tftrainers.rewards import REWARD_PROVIDERS
@@ -40,13 +39,7 @@ class OnPolicyTrainer(Trainer):
             raise ConfigError(f"behaviors.{self.behavior_name}.reward_signals.{unavailable[0]}: "
                               f"not available in this version; available: "
                               f"{', '.join(REWARD_PROVIDERS)}")
-        tf.random.set_seed(self.seed)
-        import keras
-        keras.utils.set_random_seed(self.seed)
-        self._policy = Policy(self.spec, settings.network_settings, seed=self.seed,
-                              deterministic=self.inference and
-                              settings.network_settings.deterministic,
-                              jit_compile=self.jit_compile)
+        self._policy = self.create_policy()
         self.optimizer = self.create_optimizer()
         if not self.inference:
             self.optimizer.start_compile()  # beside the act conversion and the first steps

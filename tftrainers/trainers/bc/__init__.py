@@ -1,0 +1,1 @@
+"""Behavioral cloning (``trainer_type: bc``): ``BCTrainer`` and ``BCOptimizer``."""
