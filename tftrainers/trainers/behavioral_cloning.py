@@ -11,9 +11,10 @@ shuffled minibatches of ``batch_size`` (default: the trainer's) demonstration st
 most ``samples_per_update`` steps per pass when that is > 0, with its own Adam. Its
 learning rate is the policy's initial learning rate x ``strength``, decayed linearly to
 1e-10 over ``steps`` (0: constant); once there, cloning stops (no more minibatches).
-The loss is ML-Agents': the squared error of the sampled continuous action against the
-demonstration's, and the cross-entropy of each discrete branch's (masked) policy against
-the demonstration's choice, averaged. Stat: ``Losses/Pretraining Loss``.
+The loss is ML-Agents' (``cloning_loss.cloning_loss`` with ``sampled_mse``): the squared
+error of the sampled continuous action against the demonstration's (pre-clip scale), plus
+the cross-entropy of each discrete branch's masked policy against the demonstration's
+choice, averaged over branches. Stat: ``Losses/Pretraining Loss``.
 
 With memory, the demonstrations are cut into sequences of ``sequence_length`` steps within
 each episode (the last one padded, a mask leaving the padding out), each starting from a
@@ -26,11 +27,12 @@ from typing import Dict, List, NamedTuple, Tuple
 import numpy as np
 import tensorflow as tf
 
-from tftrainers.networks.action_model import ActionNoise, Actions
 from tftrainers.processing.demonstrations import load_demonstrations
 from tftrainers.settings import BehavioralCloningSettings
 from tftrainers.tf_utils.adam import FusedAdam
 from tftrainers.tf_utils.draws import Draws
+from tftrainers.trainers.cloning_loss import (TeacherActions, cloning_loss,
+                                              student_distribution)
 from tftrainers.trainers.policy import Policy
 from tftrainers.trainers.schedules import LEARNING_RATE_FLOOR, decayed_value
 
@@ -72,23 +74,6 @@ def sequence_rows(episode: np.ndarray, sequence_length: int) -> Tuple[np.ndarray
     real = offsets < np.repeat(lengths, padded)
     rows = np.repeat(starts, padded) + np.minimum(offsets, np.repeat(lengths - 1, padded))
     return rows, real.astype(np.float32)
-
-
-def cloning_loss(action_model, encoding: tf.Tensor, masks: tf.Tensor, expert: Actions,
-                 noise: ActionNoise, mask: tf.Tensor) -> tf.Tensor:
-    """Squared error of the sampled continuous action (env scale) against the expert's,
-    plus the mean over branches of -log p(expert branch action); masked means over steps."""
-    loss = tf.constant(0.0)
-    if action_model.continuous_size:
-        sample = action_model.sample(encoding, masks, noise)
-        error = tf.reduce_mean(tf.square(action_model.env_actions(sample.continuous) -
-                                         expert.continuous), axis=1)
-        loss += tf.reduce_sum(error * mask) / tf.maximum(tf.reduce_sum(mask), 1.0)
-    if action_model.discrete_branches:
-        evaluation = action_model.evaluate(encoding, masks, expert)
-        cross_entropy = -tf.reduce_mean(evaluation.log_probs_discrete, axis=1)
-        loss += tf.reduce_sum(cross_entropy * mask) / tf.maximum(tf.reduce_sum(mask), 1.0)
-    return loss
 
 
 class BCModule:
@@ -170,14 +155,11 @@ class BCModule:
         size = tf.shape(rows)[0]
         memory = (tf.zeros([size // self.sequence_length, actor.memory_size])
                   if actor.memory_size else None)
-        action_model = actor.action_model
-        # Only the continuous sample is used (a hybrid's discrete part is evaluated).
-        noise = ActionNoise(self.draws.normal([size, action_model.continuous_size]),
-                            tf.fill([size, masks.shape[1]], 0.5))
+        noise = self.draws.normal([size, actor.action_model.continuous_size])
         with tf.GradientTape() as tape:
-            encoding, _ = actor.body(obs, memory=memory, sequence_length=self.sequence_length)
-            loss = cloning_loss(action_model, encoding, masks, Actions(continuous, discrete),
-                                noise, mask)
+            student = student_distribution(actor, obs, masks, memory, self.sequence_length)
+            loss = cloning_loss(student, TeacherActions(continuous, discrete), mask,
+                                continuous="sampled_mse", noise=noise)
         self.optimizer.apply_gradients(zip(tape.gradient(loss, self.variables), self.variables))
         return loss
 
@@ -185,5 +167,4 @@ class BCModule:
         return {"bc_optimizer": self.optimizer, "bc_draws": self.draws}
 
 
-__all__: List[str] = ["BCModule", "BCPlan", "STAT", "cloning_learning_rate", "cloning_loss",
-                      "sequence_rows"]
+__all__: List[str] = ["BCModule", "BCPlan", "STAT", "cloning_learning_rate", "sequence_rows"]
