@@ -195,20 +195,21 @@ def main(argv=None):
     args = parser.parse_args(argv)
     workdir = tempfile.mkdtemp(prefix="tftrainers-imitation-")
     results = os.path.abspath(args.results_dir or os.path.join(workdir, "results"))
-    jobs = []
+    makers = {}
     if "pyramids" in args.tasks:
         configs = pyramids_configs(workdir, args.pyramids_steps, args.interval)
-        jobs += [("pyramids", v, s, lambda v=v, s=s: pyramids_job(v, s, configs[v], results))
-                 for v in configs for s in args.seeds]
+        makers["pyramids"] = [("pyramids", v, s, lambda v=v, s=s: pyramids_job(
+            v, s, configs[v], results)) for v in configs for s in args.seeds]
     if "gail" in args.tasks:
         gconfigs = gail_configs(workdir, {"GridWorld": args.gridworld_steps,
                                           "Basic": args.basic_steps})
-        jobs += [("gail", e, s, lambda e=e, s=s: gail_job(e, s, gconfigs[e], results))
-                 for e in gconfigs for s in args.seeds]
+        makers["gail"] = [("gail", e, s, lambda e=e, s=s: gail_job(e, s, gconfigs[e], results))
+                          for e in gconfigs for s in args.seeds]
     if "ball3d" in args.tasks:
         bconfigs = ball3d_configs(workdir, args.ball3d_steps)
-        jobs += [("ball3d", v, s, lambda v=v, s=s: ball3d_job(v, s, bconfigs[v], results))
-                 for v in bconfigs for s in args.seeds]
+        makers["ball3d"] = [("ball3d", v, s, lambda v=v, s=s: ball3d_job(
+            v, s, bconfigs[v], results)) for v in bconfigs for s in args.seeds]
+    jobs = [job for task in args.tasks for job in makers[task]]  # in the order asked
     print(f"{len(jobs)} runs, seeds {args.seeds}, {args.jobs} at a time; results in {results}",
           flush=True)
     with ThreadPoolExecutor(args.jobs) as pool:

@@ -268,7 +268,8 @@ class PPOOptimizer:
         the trained variables' new values (one flat vector) and whether all of it was
         finite (if not, every variable was put back as it was)."""
         seq = self.sequence_length
-        names = self.stat_names
+        # The PPO minibatches' stats; behavioral cloning's (last) is its own loop's.
+        names = self.stat_names[:-1] if self.bc is not None else self.stat_names
         saved = self._guard.snapshot()
         # In the graph: an eager assign costs ~0.5 ms in an env loop, the update ~5.
         self.optimizer.learning_rate.assign(learning_rate)
@@ -290,11 +291,10 @@ class PPOOptimizer:
                 out.update(provider.update_step(transitions))
             return i + 1, tuple(t + out[k] for t, k in zip(totals, names))
 
-        ppo_names = names[:-1] if self.bc is not None else names
         _, totals = tf.while_loop(lambda i, _: i < count, body,
-                                  (tf.constant(0), tuple(tf.constant(0.0) for _ in ppo_names)))
+                                  (tf.constant(0), tuple(tf.constant(0.0) for _ in names)))
         n = tf.cast(tf.maximum(count, 1), tf.float32)
-        stats = {k: v / n for k, v in zip(ppo_names, totals)}
+        stats = {k: v / n for k, v in zip(names, totals)}
         if self.bc is not None:  # after the PPO minibatches, as ML-Agents' BCModule
             self.bc.optimizer.learning_rate.assign(bc.learning_rate)
             _, bc_total = tf.while_loop(
