@@ -91,8 +91,8 @@ def test_defaults_match_ml_agents():
     assert CuriositySettings().learning_rate == 3e-4
     assert S.RNDSettings().learning_rate == 1e-4
     g = GAILSettings(demo_path="d.demo")
-    assert (g.gamma, g.strength, g.learning_rate, g.encoding_size, g.use_actions,
-            g.use_vail) == (0.99, 1.0, 3e-4, None, False, False)
+    assert (g.gamma, g.strength, g.learning_rate, g.use_actions,
+            g.use_vail) == (0.99, 1.0, 3e-4, False, False)
     bc = S.BehavioralCloningSettings(demo_path="d.demo")
     assert (bc.steps, bc.strength, bc.samples_per_update, bc.num_epoch, bc.batch_size) == (
         0, 1.0, 0, None, None)
@@ -221,7 +221,6 @@ def test_reward_signals_curiosity_rnd_gail_and_deprecated_encoding_size(tmp_path
     assert not hasattr(signals["curiosity"], "encoding_size")
     # An explicit network_settings.hidden_units wins over the deprecated key.
     assert signals["rnd"].network_settings.hidden_units == 16
-    assert signals["gail"].encoding_size == 64
     assert signals["gail"].network_settings.hidden_units == 64
     assert signals["gail"].use_actions is True
     bc = options.behaviors["Ball3D"].behavioral_cloning

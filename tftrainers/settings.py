@@ -305,8 +305,6 @@ class GAILSettings(RewardSignalSettings):
 
     demo_path: str = _opt("Path to a .demo file or a folder of them.")
     learning_rate: float = _opt("Learning rate of the discriminator.", 3.0e-4, gt=0)
-    encoding_size: Optional[int] = _opt(
-        "Deprecated: hidden units of the discriminator (use network_settings).", None, ge=1)
     use_actions: bool = _opt("Discriminate on actions as well as observations.", False)
     use_vail: bool = _opt("Use a variational information bottleneck in the discriminator.",
                           False)

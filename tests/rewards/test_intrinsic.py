@@ -27,7 +27,7 @@ def batch(obs, next_obs, discrete, continuous=None):
                                           else np.asarray(continuous, np.float32)),
                        discrete_action=np.asarray(discrete, np.int32),
                        environment_reward=np.zeros(n, np.float32),
-                       mask=np.ones(n, np.float32))
+                       done=np.zeros(n, np.float32), mask=np.ones(n, np.float32))
 
 
 def tensors(b):
@@ -172,7 +172,8 @@ def test_visual_and_vector_observations_are_both_encoded(make_provider):
         return (rng.random((n, 20, 20, 3), np.float32), rng.normal(size=(n, 4)).astype(np.float32))
     b = RewardBatch(obs=obs(5), next_obs=obs(5), continuous_action=np.zeros((5, 0), np.float32),
                     discrete_action=np.zeros((5, 1), np.int32),
-                    environment_reward=np.zeros(5, np.float32), mask=np.ones(5, np.float32))
+                    environment_reward=np.zeros(5, np.float32), done=np.zeros(5, np.float32),
+                    mask=np.ones(5, np.float32))
     provider.update_step(tensors(b))
     before = provider.evaluate(b)
     assert before.shape == (5,) and np.isfinite(before).all() and (before > 0).all()

@@ -1,4 +1,5 @@
 """tftrainers-learn: dry run, and every config/run error as one line with exit code 2."""
+import os
 import textwrap
 
 import pytest
@@ -18,6 +19,9 @@ behaviors:
 env_settings:
   env_path: builtin:Basic
 """
+
+GRIDWORLD_DEMO = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "demos",
+                              "GridWorld.demo")
 
 
 def write(tmp_path, text, name="config.yaml"):
@@ -55,7 +59,11 @@ def test_dry_run_prints_the_resolved_configuration(tmp_path, capsys):
     (BASIC.replace("Basic:\n", "Walker:\n", 1), "Basic"),
     (BASIC.replace("{}", "").replace(
         "network_settings:", "reward_signals: {gail: {demo_path: x.demo}}\n    network_settings:"),
-     "reward_signals.gail: not available in this version; available: extrinsic, curiosity, rnd"),
+     "x.demo: no such .demo file or folder"),
+    (BASIC.replace("{}", "").replace(
+        "network_settings:", f"reward_signals: {{gail: {{demo_path: {GRIDWORLD_DEMO}}}}}"
+                             "\n    network_settings:"),
+     "GridWorld.demo: observation 0 is"),
 ])
 def test_config_errors(tmp_path, capsys, text, message):
     err = fails(capsys, [write(tmp_path, text), "--results-dir", str(tmp_path / "r")])

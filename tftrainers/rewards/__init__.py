@@ -3,8 +3,9 @@
 - ``extrinsic``: the environment's reward.
 - ``curiosity``: ICM forward-model error (own encoder, inverse and forward models, Adam).
 - ``rnd``: random network distillation error (frozen target, trained predictor, Adam).
+- ``gail``: a discriminator's belief that a step is the demonstrations' (GAIL, VAIL).
 
-``create_reward_provider(name, spec, settings)`` builds one from its ``reward_signals``
+``create_reward_provider(name, spec, settings, seed)`` builds one from its ``reward_signals``
 entry; an unknown or unavailable name raises ValueError naming the available ones.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ from tftrainers.envs import BehaviorSpec
 from tftrainers.rewards.base import (ExtrinsicRewardProvider, RewardBatch, RewardProvider,
                                      masked_mean)
 from tftrainers.rewards.curiosity import CuriosityRewardProvider
+from tftrainers.rewards.gail import GAILRewardProvider
 from tftrainers.rewards.rnd import RNDRewardProvider
 from tftrainers.settings import RewardSignalSettings
 
@@ -23,22 +25,25 @@ REWARD_PROVIDERS: Mapping[str, type] = {
     "extrinsic": ExtrinsicRewardProvider,
     "curiosity": CuriosityRewardProvider,
     "rnd": RNDRewardProvider,
+    "gail": GAILRewardProvider,
 }
 
 
-def create_reward_provider(name: str, spec: BehaviorSpec,
-                           settings: RewardSignalSettings) -> RewardProvider:
+def create_reward_provider(name: str, spec: BehaviorSpec, settings: RewardSignalSettings,
+                           seed: int = 0) -> RewardProvider:
     if name not in REWARD_PROVIDERS:
         raise ValueError(f"reward signal '{name}' is not available; available: "
                          f"{', '.join(REWARD_PROVIDERS)}")
-    return REWARD_PROVIDERS[name](name, spec, settings)
+    return REWARD_PROVIDERS[name](name, spec, settings, seed)
 
 
-def create_reward_providers(spec: BehaviorSpec, signals: Mapping[str, RewardSignalSettings]
-                            ) -> Dict[str, RewardProvider]:
-    return {name: create_reward_provider(name, spec, s) for name, s in signals.items()}
+def create_reward_providers(spec: BehaviorSpec, signals: Mapping[str, RewardSignalSettings],
+                            seed: int = 0) -> Dict[str, RewardProvider]:
+    return {name: create_reward_provider(name, spec, s, seed + i)
+            for i, (name, s) in enumerate(signals.items())}
 
 
-__all__ = ["CuriosityRewardProvider", "ExtrinsicRewardProvider", "REWARD_PROVIDERS",
+__all__ = ["CuriosityRewardProvider", "ExtrinsicRewardProvider", "GAILRewardProvider",
+           "REWARD_PROVIDERS",
            "RNDRewardProvider", "RewardBatch", "RewardProvider", "create_reward_provider",
            "create_reward_providers", "masked_mean"]

@@ -30,6 +30,7 @@ class RewardBatch(NamedTuple):
     continuous_action: object  # [B, c] float32 raw (pre-clip) samples
     discrete_action: object  # [B, branches] int32
     environment_reward: object  # [B] float32
+    done: object  # [B] float32, 1 on the last step of an episode that really ended
     mask: object  # [B] float32, 1 = real step, 0 = padding
 
 
@@ -46,6 +47,7 @@ def reward_signature(spec: BehaviorSpec) -> RewardBatch:
                        continuous_action=tf.TensorSpec([None, a.continuous_size], tf.float32),
                        discrete_action=tf.TensorSpec([None, a.discrete_size], tf.int32),
                        environment_reward=tf.TensorSpec([None], tf.float32),
+                       done=tf.TensorSpec([None], tf.float32),
                        mask=tf.TensorSpec([None], tf.float32))
 
 
@@ -62,8 +64,10 @@ class RewardProvider(abc.ABC):
     #: names of the stats ``update_step`` returns, in order.
     update_stat_names: Tuple[str, ...] = ()
 
-    def __init__(self, name: str, spec: BehaviorSpec, settings: RewardSignalSettings):
+    def __init__(self, name: str, spec: BehaviorSpec, settings: RewardSignalSettings,
+                 seed: int = 0):
         self.name = name
+        self.seed = int(seed)  # of the provider's own random draws, if it makes any
         self.spec = spec
         self.settings = settings
         self.strength = float(settings.strength)

@@ -60,8 +60,8 @@ class RNDRewardProvider(RewardProvider):
     needs_next_obs = True
     update_stat_names = ("Losses/RND Loss",)
 
-    def __init__(self, name: str, spec: BehaviorSpec, settings: RNDSettings):
-        super().__init__(name, spec, settings)
+    def __init__(self, name: str, spec: BehaviorSpec, settings: RNDSettings, seed: int = 0):
+        super().__init__(name, spec, settings, seed)
         ns = settings.network_settings
 
         def body(label):

@@ -46,6 +46,8 @@ from tftrainers.settings import TrainerSettings
 from tftrainers.tf_utils.adam import FusedAdam
 from tftrainers.tf_utils.compiled import CompiledFunction
 from tftrainers.tf_utils.onnx_function import OnnxExportError, convert_to_onnx, flat_values
+from tftrainers.trainers.behavioral_cloning import STAT as PRETRAINING_LOSS
+from tftrainers.trainers.behavioral_cloning import BCModule, BCPlan
 from tftrainers.trainers.finite import (FiniteGuard, NonFiniteUpdateError, refusal_message,
                                         variables_of)
 from tftrainers.trainers.policy import Policy, obs_signature, unflatten_obs
@@ -80,6 +82,7 @@ class PPOBatch(NamedTuple):
     old_values: Tuple[tf.Tensor, ...]  # per stream [B]
     memory: tf.Tensor  # [B, memory_size] read at each step; a minibatch keeps sequence starts
     critic_memory: tf.Tensor  # [B, memory_size] the critic's state at each step (likewise)
+    done: tf.Tensor  # [B] 1 on the last step of an episode that really ended
     loss_mask: tf.Tensor  # [B] 1 = real step
 
 
@@ -127,7 +130,12 @@ class PPOOptimizer:
         self.hp = hyperparameters = settings.hyperparameters
         self.max_steps = settings.max_steps
         self.sequence_length = policy.sequence_length
-        self.reward_providers = create_reward_providers(policy.spec, settings.reward_signals)
+        self.reward_providers = create_reward_providers(policy.spec, settings.reward_signals,
+                                                        seed=policy.seed)
+        bc = settings.behavioral_cloning
+        self.bc = (BCModule(policy, bc, hyperparameters.learning_rate,
+                            hyperparameters.batch_size, hyperparameters.num_epoch,
+                            seed=policy.seed) if bc is not None else None)
         self.streams = tuple(self.reward_providers)
         ns = settings.network_settings
         self.memory_size = policy.memory_size  # the critic's own LSTM, as the actor's
@@ -138,7 +146,8 @@ class PPOOptimizer:
         self.learned_providers = learned
         self.with_next_obs = any(p.needs_next_obs for p in learned)
         self.stat_names = ("Losses/Policy Loss", "Losses/Value Loss", "Policy/Update Entropy",
-                           *(n for p in learned for n in p.update_stat_names))
+                           *(n for p in learned for n in p.update_stat_names),
+                           *((PRETRAINING_LOSS,) if self.bc is not None else ()))
         self.variables = policy.actor.trainable_variables + self.critic.trainable_variables
         self.optimizer = FusedAdam(self.variables, hyperparameters.learning_rate, epsilon=1e-8,
                                    global_clipnorm=hyperparameters.max_grad_norm)
@@ -150,7 +159,8 @@ class PPOOptimizer:
         # Everything an update changes: restored in the graph if the update is not finite.
         self._guard = FiniteGuard(list(self.variables) + list(self.optimizer.variables) + [
             v for p in self.reward_providers.values()
-            for v in variables_of(p.trackables()).values()])
+            for v in variables_of(p.trackables()).values()] + (
+            list(variables_of(self.bc.trackables()).values()) if self.bc is not None else []))
         spec = policy.spec
         c = spec.action_spec.continuous_size
         b = spec.action_spec.discrete_size
@@ -168,12 +178,15 @@ class PPOOptimizer:
             old_values=tuple(tf.TensorSpec([None], f32) for _ in self.streams),
             memory=tf.TensorSpec([None, policy.memory_size], f32),
             critic_memory=tf.TensorSpec([None, self.memory_size], f32),
+            done=tf.TensorSpec([None], f32),
             loss_mask=tf.TensorSpec([None], f32))
         self._buffer_signature = buffer_signature
+        bc_signature = BCPlan(tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int32),
+                              tf.TensorSpec([], f32))
         self.update_fn = CompiledFunction(self._update_all, [
             buffer_signature, tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int32),
-            tf.TensorSpec([], f32), tf.TensorSpec([], f32), tf.TensorSpec([], f32)],
-            jit_compile=jit_compile)
+            tf.TensorSpec([], f32), tf.TensorSpec([], f32), tf.TensorSpec([], f32),
+            bc_signature], jit_compile=jit_compile)
         self.jit_compile = jit_compile
         self._compile_thread: Optional[threading.Thread] = None
         self._normalize_fn = (tf.function(self._update_normalization,
@@ -229,10 +242,11 @@ class PPOOptimizer:
         index = np.zeros(self._index_shape(capacity), np.int32)
 
         learning_rate = float(self.optimizer.learning_rate.numpy())  # assigned unchanged
+        bc = self._no_cloning()
 
         def compile_update():
             try:
-                self.update_fn(batch, index, 0, learning_rate, 0.0, 0.0)
+                self.update_fn(batch, index, 0, learning_rate, 0.0, 0.0, bc)
             except Exception:  # pylint: disable=broad-except
                 # Not fatal here: the first real update compiles again and raises there.
                 return
@@ -247,13 +261,15 @@ class PPOOptimizer:
 
     # --- compiled ---------------------------------------------------------------------------
     def _update_all(self, buffer: PPOBatch, index: tf.Tensor, count: tf.Tensor,
-                    learning_rate: tf.Tensor, beta: tf.Tensor,
-                    epsilon: tf.Tensor) -> Tuple[Dict[str, tf.Tensor], tf.Tensor, tf.Tensor]:
-        """Gradient steps on the minibatches ``index[:count]`` ([rows, batch] step indices);
-        returns the mean stats, the trained variables' new values (one flat vector) and
-        whether all of it was finite (if not, every variable was put back as it was)."""
+                    learning_rate: tf.Tensor, beta: tf.Tensor, epsilon: tf.Tensor,
+                    bc: BCPlan) -> Tuple[Dict[str, tf.Tensor], tf.Tensor, tf.Tensor]:
+        """Gradient steps on the minibatches ``index[:count]`` ([rows, batch] step indices),
+        then the behavioral cloning steps of ``bc`` (if configured); returns the mean stats,
+        the trained variables' new values (one flat vector) and whether all of it was
+        finite (if not, every variable was put back as it was)."""
         seq = self.sequence_length
-        names = self.stat_names
+        # The PPO minibatches' stats; behavioral cloning's (last) is its own loop's.
+        names = self.stat_names[:-1] if self.bc is not None else self.stat_names
         saved = self._guard.snapshot()
         # In the graph: an eager assign costs ~0.5 ms in an env loop, the update ~5.
         self.optimizer.learning_rate.assign(learning_rate)
@@ -270,7 +286,7 @@ class PPOOptimizer:
                 continuous_action=minibatch.continuous_action,
                 discrete_action=minibatch.discrete_action,
                 environment_reward=tf.zeros_like(minibatch.advantages),
-                mask=minibatch.loss_mask)
+                done=minibatch.done, mask=minibatch.loss_mask)
             for provider in self.learned_providers:
                 out.update(provider.update_step(transitions))
             return i + 1, tuple(t + out[k] for t, k in zip(totals, names))
@@ -279,6 +295,13 @@ class PPOOptimizer:
                                   (tf.constant(0), tuple(tf.constant(0.0) for _ in names)))
         n = tf.cast(tf.maximum(count, 1), tf.float32)
         stats = {k: v / n for k, v in zip(names, totals)}
+        if self.bc is not None:  # after the PPO minibatches, as ML-Agents' BCModule
+            self.bc.optimizer.learning_rate.assign(bc.learning_rate)
+            _, bc_total = tf.while_loop(
+                lambda i, _: i < bc.count,
+                lambda i, total: (i + 1, total + self.bc.update_step(bc.index[i])),
+                (tf.constant(0), tf.constant(0.0)))
+            stats[PRETRAINING_LOSS] = bc_total / tf.cast(tf.maximum(bc.count, 1), tf.float32)
         finite = self._guard.restore_unless_finite(saved, list(stats.values()))
         # The new weights leave with the stats: the acting side needs them next, and
         # reading them in a call of their own costs more than the copy.
@@ -325,10 +348,13 @@ class PPOOptimizer:
         n_steps = len(buffer)
         capacity = self.capacity(n_steps)
         index, count = self.minibatch_index(n_steps, capacity, rng)
+        bc = self.bc.plan(step, rng) if self.bc is not None else self._no_cloning()
         out, weights, finite = self.update_fn(self.make_batch(buffer, capacity), index, count,
                                               values["learning_rate"], values["beta"],
-                                              values["epsilon"])
+                                              values["epsilon"], bc)
         stats = {key: float(value) for key, value in out.items()}
+        if self.bc is not None and not bc.count:  # the cloning rate has run out: no stat
+            stats.pop(PRETRAINING_LOSS)
         if not bool(finite):
             raise NonFiniteUpdateError(refusal_message(step, stats))
         weights = weights.numpy()
@@ -339,6 +365,11 @@ class PPOOptimizer:
         stats.update({"Policy/Learning Rate": values["learning_rate"],
                       "Policy/Beta": values["beta"], "Policy/Epsilon": values["epsilon"]})
         return stats
+
+    def _no_cloning(self) -> BCPlan:
+        """A plan of no cloning steps (of the module's index shape, if there is one)."""
+        shape = self.bc.index_shape if self.bc is not None else (0, 0)
+        return BCPlan(np.zeros(shape, np.int32), 0, 0.0)
 
     def capacity(self, n_steps: int) -> int:
         """Rows the compiled update gets for a buffer of ``n_steps``: a power of two, so
@@ -381,6 +412,7 @@ class PPOOptimizer:
             old_values=tuple(field(stream_key(StreamField.VALUES, s)) for s in self.streams),
             memory=memory,
             critic_memory=critic_memory,
+            done=field(BufferKey.DONE),
             loss_mask=field(BufferKey.MASK))
 
     def minibatch_index(self, n_steps: int, capacity: int,
@@ -407,7 +439,8 @@ class PPOOptimizer:
         networks and optimizers."""
         providers = {k: v for p in self.reward_providers.values()
                      for k, v in p.trackables().items()}
-        return {"critic": self.critic, "optimizer": self.optimizer, **providers}
+        cloning = self.bc.trackables() if self.bc is not None else {}
+        return {"critic": self.critic, "optimizer": self.optimizer, **providers, **cloning}
 
     # --- normalisation and critic values --------------------------------------------------
     def _update_normalization(self, obs):

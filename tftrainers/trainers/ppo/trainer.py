@@ -91,6 +91,7 @@ class PPOTrainer(OnPolicyTrainer):
             continuous_action=np.concatenate([t.actions.continuous for t in trajectories]),
             discrete_action=np.concatenate([t.actions.discrete for t in trajectories]),
             environment_reward=np.concatenate([t.rewards for t in trajectories]),
+            done=np.concatenate([f[BufferKey.DONE] for f in fields]),
             mask=np.ones(len(obs[0]), np.float32))
         out = {}
         for name, provider in providers.items():

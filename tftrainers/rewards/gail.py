@@ -1,0 +1,277 @@
+"""GAIL: generative adversarial imitation learning (Ho & Ermon 2016), as ML-Agents uses it.
+
+A discriminator D learns to tell the demonstrations' steps (expert) from the policy's; the
+policy is paid for steps D mistakes for the expert's:
+
+    D(s [, a, done]) = sigmoid(linear_0.2(body(s [, a, done])))      in (0, 1), 1 = expert
+    loss   = -mean(log(D(expert) + eps) + log(1 - D(policy) + eps))               eps 1e-7
+             + 10 * mean((sqrt(||grad_x D(x)||^2 + eps) - 1)^2)       x = interpolations
+             [+ beta * (KL - 0.5)                                                  VAIL]
+    reward = -log(1 - D(s [, a, done]) * (1 - eps))                    (the trainer * strength)
+
+``use_actions`` adds the action (continuous in the env's [-1, 1] scale, discrete one-hot
+per branch) and the step's done flag to the observation, as a vector input of the body.
+The gradient penalty (Gulrajani et al. 2017) is taken at random points between a policy
+and an expert step (one mixing weight per step, the penalty on the gradient over every
+input together). ML-Agents draws a weight per input element and penalises the gradient of
+the first observation only; one weight per step is the paper's form.
+
+VAIL (Peng et al. 2018, ``use_vail``): the body's output goes through a stochastic
+bottleneck z ~ N(mu(h), sigma^2) (z of 128, sigma learned, noise only while training the
+discriminator), its KL to N(0, 1) is held near 0.5 by a dual variable
+``beta <- max(0, beta + 0.0005 (KL - 0.5))`` updated after each step.
+
+The discriminator takes one Adam step per PPO minibatch inside the trainer's compiled
+update, against as many expert steps drawn at random (with replacement) from the
+demonstrations. Its normalizer, when ``network_settings.normalize`` is set, holds the
+demonstrations' statistics (ML-Agents feeds it expert batches).
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Sequence, Tuple
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tftrainers.envs import BehaviorSpec
+from tftrainers.envs.base import ObservationSpec
+from tftrainers.networks import NetworkBody
+from tftrainers.networks.action_model import ActionModel
+from tftrainers.networks.layers import kaiming_normal
+from tftrainers.processing.demonstrations import load_demonstrations
+from tftrainers.rewards.base import RewardBatch, RewardProvider, masked_mean, reward_signature
+from tftrainers.rewards.curiosity import onehot_branches
+from tftrainers.settings import GAILSettings
+from tftrainers.tf_utils.adam import FusedAdam
+from tftrainers.tf_utils.compiled import CompiledFunction
+from tftrainers.tf_utils.draws import Draws
+
+EPSILON = 1e-7
+GRADIENT_PENALTY_WEIGHT = 10.0
+Z_SIZE = 128  # VAIL bottleneck
+VAIL_ALPHA = 0.0005  # step of the dual update of beta
+VAIL_INFORMATION = 0.5  # KL target (the information bottleneck's constraint)
+ESTIMATOR_GAIN = 0.2
+Z_MU_GAIN = 0.1
+
+
+def discriminator_loss(expert_estimate: tf.Tensor, policy_estimate: tf.Tensor,
+                       policy_mask: tf.Tensor) -> tf.Tensor:
+    """-mean(log(D(expert) + eps)) - mean(log(1 - D(policy) + eps)): [B] x2 -> scalar.
+
+    ``policy_mask`` [B] leaves out padded policy steps (expert steps are all real)."""
+    return -(tf.reduce_mean(tf.math.log(expert_estimate + EPSILON)) +
+             masked_mean(tf.math.log(1.0 - policy_estimate + EPSILON), policy_mask))
+
+
+def gradient_penalty(gradients: Sequence[tf.Tensor]) -> tf.Tensor:
+    """mean_b (sqrt(||g_b||^2 + eps) - 1)^2 over every input's gradient [B, ...] together
+    (the square root with eps keeps the penalty's own gradient finite at g = 0)."""
+    squared = tf.add_n([tf.reduce_sum(tf.reshape(tf.square(g), [tf.shape(g)[0], -1]), axis=1)
+                        for g in gradients])
+    return tf.reduce_mean(tf.square(tf.sqrt(squared + EPSILON) - 1.0))
+
+
+def vail_kl(z_sigma: tf.Tensor, expert_mu: tf.Tensor, policy_mu: tf.Tensor) -> tf.Tensor:
+    """ML-Agents' VAIL KL term: mean_b -sum_z(1 + log sigma^2 - mu_e^2 / 2 - mu_p^2 / 2
+    - sigma^2), the KL of N(mu, sigma^2) to N(0, 1) for the expert and policy halves."""
+    variance = tf.square(z_sigma)
+    return tf.reduce_mean(-tf.reduce_sum(
+        1.0 + tf.math.log(variance) - 0.5 * tf.square(expert_mu) - 0.5 * tf.square(policy_mu)
+        - variance, axis=1))
+
+
+def gail_reward(estimate: np.ndarray) -> np.ndarray:
+    """-log(1 - D (1 - eps)): 0 where D says "policy", large where it says "expert"."""
+    estimate = np.asarray(estimate, np.float64)
+    return (-np.log(1.0 - estimate * (1.0 - EPSILON))).astype(np.float32)
+
+
+class DiscriminatorNetwork(keras.Model):
+    """The discriminator: NetworkBody (+ VAIL bottleneck) -> linear -> sigmoid.
+
+    Args:
+        spec: the behavior's spec (observations; actions when ``settings.use_actions``).
+        settings: the ``gail`` reward signal's settings.
+    """
+
+    def __init__(self, spec: BehaviorSpec, settings: GAILSettings, **kwargs):
+        super().__init__(**kwargs)
+        ns = settings.network_settings
+        self.use_actions = bool(settings.use_actions)
+        self.use_vail = bool(settings.use_vail)
+        action_spec = spec.action_spec
+        self.branches = tuple(int(b) for b in action_spec.discrete_branches)
+        inputs = list(spec.observation_specs)
+        if self.use_actions:
+            # Actions and the done flag enter the body as one more vector input.
+            width = action_spec.continuous_size + sum(self.branches) + 1
+            inputs.append(ObservationSpec((width,), "actions_and_done"))
+        # No memory: the discriminator judges single steps (ML-Agents drops it too).
+        self.body = NetworkBody(inputs, ns.hidden_units, ns.num_layers, ns.normalize,
+                                ns.vis_encode_type, memory_size=0, name="body")
+        size = self.body.encoding_size
+        if self.use_vail:
+            self.z_mu = keras.layers.Dense(Z_SIZE, kernel_initializer=kaiming_normal(Z_MU_GAIN),
+                                           name="z_mu")
+            self.z_mu.build((None, size))
+            self.z_sigma = self.add_weight(shape=(Z_SIZE,), initializer="ones", trainable=True,
+                                           name="z_sigma")
+            self.beta = self.add_weight(shape=(), initializer="zeros", trainable=False,
+                                        name="vail_beta")
+            size = Z_SIZE
+        self.estimator = keras.layers.Dense(
+            1, kernel_initializer=keras.initializers.VarianceScaling(
+                ESTIMATOR_GAIN ** 2, mode="fan_avg", distribution="uniform"), name="estimator")
+        self.estimator.build((None, size))
+        self.built = True
+
+    def inputs_of(self, obs: Sequence[tf.Tensor], continuous: tf.Tensor, discrete: tf.Tensor,
+                  done: tf.Tensor) -> List[tf.Tensor]:
+        """The body's inputs: the observations, then (with ``use_actions``) [B, actions +
+        1] of env-scale continuous actions, one-hot discrete branches and the done flag."""
+        inputs = list(obs)
+        if self.use_actions:
+            inputs.append(tf.concat([tf.cast(continuous, tf.float32),
+                                     onehot_branches(discrete, self.branches),
+                                     tf.cast(done, tf.float32)[:, None]], axis=1))
+        return inputs
+
+    def estimate(self, inputs: Sequence[tf.Tensor], noise: tf.Tensor = None
+                 ) -> Tuple[tf.Tensor, tf.Tensor]:
+        """D of a batch ([B]) and the VAIL mean mu ([B, Z_SIZE], or None without VAIL).
+
+        Args:
+            inputs: ``inputs_of``'s list.
+            noise: [B, Z_SIZE] standard normal draws for the VAIL bottleneck (None: its
+                mean, as when scoring).
+        """
+        hidden = self.body(list(inputs))[0]
+        mu = None
+        if self.use_vail:
+            mu = self.z_mu(hidden)
+            hidden = mu if noise is None else mu + noise * self.z_sigma
+        return tf.sigmoid(self.estimator(hidden))[:, 0], mu
+
+
+class GAILRewardProvider(RewardProvider):
+    """GAIL reward stream; its discriminator's Adam steps once per policy minibatch.
+
+    The demonstrations (``settings.demo_path``) are read when the provider is built and
+    must fit ``spec`` (a one-line ``DemonstrationError`` naming the file otherwise).
+    """
+
+    stat_name = "GAIL"
+    # GAIL pays every step, so a stream that stops at episode ends would pay the policy for
+    # long episodes (the survival bias of positive imitation rewards); it bootstraps
+    # through them instead, as curiosity and RND do (DESIGN §8).
+    ignore_done = True
+
+    def __init__(self, name: str, spec: BehaviorSpec, settings: GAILSettings, seed: int = 0):
+        super().__init__(name, spec, settings, seed)
+        self.demos = load_demonstrations(settings.demo_path, spec)
+        if not len(self.demos):
+            raise ValueError(f"{settings.demo_path}: no demonstration steps to imitate")
+        self.network = DiscriminatorNetwork(spec, settings, name=f"{name}_discriminator")
+        self.update_stat_names = ("Losses/GAIL Loss", "Policy/GAIL Policy Estimate",
+                                  "Policy/GAIL Expert Estimate", "Policy/GAIL Grad Mag Loss",
+                                  *(("Policy/GAIL Beta", "Losses/GAIL KL Loss")
+                                    if settings.use_vail else ()))
+        self.optimizer = FusedAdam(self.network.trainable_variables, settings.learning_rate,
+                                   epsilon=1e-8, name=f"{name}_adam")
+        self._draws = Draws(seed, name=f"{name}_draws")
+        demos = self.demos
+        # The expert steps stay in variables the compiled update reads (not graph constants).
+        real_end = demos.done & ~demos.interrupted
+        self._expert = tuple(tf.Variable(x, trainable=False) for x in (
+            *demos.obs,
+            np.asarray(demos.continuous_actions, np.float32),
+            np.asarray(demos.discrete_actions, np.int32),
+            real_end.astype(np.float32)))
+        self._n_obs = len(demos.obs)
+        if settings.network_settings.normalize:
+            self.network.body.update_normalization(self.network.inputs_of(
+                demos.obs, demos.continuous_actions, demos.discrete_actions, real_end))
+        self._estimate_fn = CompiledFunction(self._estimate, [reward_signature(spec)],
+                                             jit_compile=False)
+
+    # --- graph ---------------------------------------------------------------------------
+    def _policy_inputs(self, batch: RewardBatch) -> List[tf.Tensor]:
+        continuous = ActionModel.env_actions(batch.continuous_action)  # the demos' scale
+        return self.network.inputs_of(batch.obs, continuous, batch.discrete_action,
+                                      batch.done)
+
+    def _estimate(self, batch: RewardBatch) -> tf.Tensor:
+        return self.network.estimate(self._policy_inputs(batch))[0]
+
+    def expert_batch(self, size: tf.Tensor) -> List[tf.Tensor]:
+        """``size`` expert steps drawn with replacement, as the body's inputs."""
+        rows = self._draws.uniform([size], maxval=tf.shape(self._expert[-1])[0],
+                                   dtype=tf.int32)
+        parts = [tf.gather(x, rows) for x in self._expert]
+        n = self._n_obs
+        return self.network.inputs_of(parts[:n], parts[n], parts[n + 1], parts[n + 2])
+
+    def losses(self, policy: Sequence[tf.Tensor], expert: Sequence[tf.Tensor],
+               mask: tf.Tensor) -> Dict[str, tf.Tensor]:
+        """The discriminator's loss terms on a policy and an expert batch (body inputs)."""
+        network = self.network
+        size = tf.shape(mask)[0]
+
+        def noise():
+            return self._draws.normal([size, Z_SIZE]) if network.use_vail else None
+        policy_estimate, policy_mu = network.estimate(policy, noise())
+        expert_estimate, expert_mu = network.estimate(expert, noise())
+        out = {"loss": discriminator_loss(expert_estimate, policy_estimate, mask),
+               "policy_estimate": masked_mean(policy_estimate, mask),
+               "expert_estimate": tf.reduce_mean(expert_estimate)}
+        if network.use_vail:
+            out["kl"] = vail_kl(network.z_sigma, expert_mu, policy_mu)
+        # Gradient penalty at random points between the two batches (one weight per step).
+        weight = self._draws.uniform([size])
+        mixed = []
+        for p, e in zip(policy, expert):
+            w = tf.reshape(weight, [-1] + [1] * (len(p.shape) - 1))
+            mixed.append(w * p + (1.0 - w) * e)
+        with tf.GradientTape() as tape:
+            tape.watch(mixed)
+            estimate, _ = network.estimate(mixed, noise())
+            total = tf.reduce_sum(estimate)
+        out["gradient_penalty"] = GRADIENT_PENALTY_WEIGHT * gradient_penalty(
+            tape.gradient(total, mixed))
+        return out
+
+    def update_step(self, batch: RewardBatch) -> Dict[str, tf.Tensor]:
+        network = self.network
+        variables = network.trainable_variables
+        policy = self._policy_inputs(batch)
+        expert = self.expert_batch(tf.shape(batch.mask)[0])
+        with tf.GradientTape() as tape:
+            terms = self.losses(policy, expert, batch.mask)
+            loss = terms["loss"] + terms["gradient_penalty"]
+            if network.use_vail:
+                loss += network.beta * (terms["kl"] - VAIL_INFORMATION)
+        self.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        stats = {"Losses/GAIL Loss": terms["loss"],
+                 "Policy/GAIL Policy Estimate": terms["policy_estimate"],
+                 "Policy/GAIL Expert Estimate": terms["expert_estimate"],
+                 "Policy/GAIL Grad Mag Loss": terms["gradient_penalty"]}
+        if network.use_vail:
+            network.beta.assign(tf.maximum(
+                network.beta + VAIL_ALPHA * (terms["kl"] - VAIL_INFORMATION), 0.0))
+            stats["Policy/GAIL Beta"] = tf.convert_to_tensor(network.beta)
+            stats["Losses/GAIL KL Loss"] = terms["kl"]
+        return stats
+
+    # --- Python side ---------------------------------------------------------------------
+    def evaluate(self, batch: RewardBatch) -> np.ndarray:
+        return gail_reward(self._estimate_fn(batch).numpy())
+
+    def trackables(self) -> Dict[str, object]:
+        return {f"{self.name}_network": self.network, f"{self.name}_optimizer": self.optimizer,
+                f"{self.name}_draws": self._draws}
+
+
+__all__ = ["DiscriminatorNetwork", "GAILRewardProvider", "discriminator_loss", "gail_reward",
+           "gradient_penalty", "vail_kl"]
