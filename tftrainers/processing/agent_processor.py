@@ -257,19 +257,22 @@ def _teammates(focal_groups: np.ndarray, pool_groups: np.ndarray, focal_ids: np.
         pool_groups, pool_ids: [p] of each candidate (group 0: never a teammate).
 
     Returns:
-        [n, k] int64 pool indices, in pool order, -1 after each agent's last teammate
-        (k = the most teammates any focal agent has).
+        [n, k] int64 pool indices, teammates in agent id order (stable slots whatever
+        order the env lists agents in), -1 after each agent's last teammate (k = the most
+        teammates any focal agent has).
     """
     focal_groups = np.asarray(focal_groups)
-    match = ((pool_groups[None, :] == focal_groups[:, None]) & (focal_groups[:, None] != 0)
-             & (np.asarray(pool_ids)[None, :] != np.asarray(focal_ids)[:, None]))
+    order = np.argsort(pool_ids, kind="stable")
+    match = ((pool_groups[order][None, :] == focal_groups[:, None])
+             & (focal_groups[:, None] != 0)
+             & (np.asarray(pool_ids)[order][None, :] != np.asarray(focal_ids)[:, None]))
     counts = match.sum(axis=1)
     width = int(counts.max()) if len(counts) else 0
     out = np.full((len(focal_groups), width), -1, np.int64)
-    j, p = np.nonzero(match)  # row-major: each agent's teammates in pool order
+    j, p = np.nonzero(match)  # row-major: each agent's teammates in id order
     if len(j):
         rank = np.arange(len(j)) - np.repeat(np.cumsum(counts) - counts, counts)
-        out[j, rank] = p
+        out[j, rank] = order[p]
     return out
 
 
@@ -595,7 +598,8 @@ class AgentProcessor:
         """Copies, into step ``slot`` of each of ``rows`` (agents that just acted), the
         observations and actions of the teammates that acted in the same call."""
         group = self._steps[BufferKey.GROUP_ID][rows, slot]
-        mates = _teammates(group, group, np.arange(len(rows)), np.arange(len(rows)))
+        ids = self._row_agent[rows]
+        mates = _teammates(group, group, ids, ids)
         self._ensure_team_width(max(mates.shape[1], 1))
         s, width = self._steps, self._team_width
         present = mates >= 0

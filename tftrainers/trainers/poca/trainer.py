@@ -40,6 +40,11 @@ class POCATrainer(OnPolicyTrainer):
             raise ConfigError(f"behaviors.{behavior_name}.network_settings.memory: not "
                               f"available with trainer_type poca in this version; allowed: "
                               f"null")
+        units = settings.network_settings.hidden_units
+        if units % 4:
+            raise ConfigError(f"behaviors.{behavior_name}.network_settings.hidden_units: {units} "
+                              f"does not split into the critic's 4 attention heads; allowed: a "
+                              f"multiple of 4")
         self._team_width = 1  # teammate slots in the update buffer (the largest seen)
         super().__init__(behavior_name, spec, settings, *args, **kwargs)
 
