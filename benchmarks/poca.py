@@ -2,6 +2,7 @@
 
     python benchmarks/poca.py [--envs DungeonEscape PushBlockCollab SimpleSpread]
                               [--seeds 0 1 2] [--max-steps N ...] [--episodes 200]
+                              [--trainers poca ppo]
 
 For each env, both trainers run ``configs/poca/<env>.yaml`` unchanged but for the trainer:
 
@@ -83,6 +84,8 @@ def main() -> int:
     parser.add_argument("--max-steps", type=int, nargs="+", default=None,
                         help="steps per run, one per env (default: each config's max_steps)")
     parser.add_argument("--episodes", type=int, default=200)
+    parser.add_argument("--trainers", nargs="+", default=["poca", "ppo"],
+                        choices=["poca", "ppo"], help="(to run parts in parallel processes)")
     args = parser.parse_args()
     if args.max_steps is not None and len(args.max_steps) != len(args.envs):
         parser.error(f"--max-steps: give one per env ({len(args.envs)}), got "
@@ -96,7 +99,7 @@ def main() -> int:
                 steps = int(behavior["max_steps"])
             else:
                 steps = args.max_steps[k]
-            for trainer in ("poca", "ppo"):
+            for trainer in args.trainers:
                 scores, walls = [], []
                 for seed in args.seeds:
                     value, wall = run(env, trainer, seed, steps, args.episodes, workdir)
