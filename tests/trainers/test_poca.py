@@ -176,8 +176,8 @@ def test_learn_cli_exports_and_evaluates(tmp_path):
     with open(os.path.join(CONFIGS, "DungeonEscape.yaml")) as f:
         config = yaml.safe_load(f)
     behavior = config["behaviors"]["DungeonEscape"]
-    behavior.update(max_steps=1100, summary_freq=500)
-    behavior["hyperparameters"].update(batch_size=256, buffer_size=1024)
+    behavior.update(max_steps=1100, summary_freq=1000)
+    behavior["hyperparameters"].update(batch_size=256, buffer_size=512)
     path = tmp_path / "poca.yaml"
     path.write_text(yaml.safe_dump(config))
     results = str(tmp_path / "results")
