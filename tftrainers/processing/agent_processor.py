@@ -345,6 +345,7 @@ class AgentProcessor:
                                                                              np.float32)
 
         self._team_width = 0  # teammate slots per step; 0 until the first group
+        self._team_cache: Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]] = None
         self._trajectories: List[Trajectory] = []
         self._queues: List[TrajectoryQueue] = []
         self._episode_stats: List[Tuple[np.ndarray, ...]] = []
@@ -598,8 +599,15 @@ class AgentProcessor:
         """Copies, into step ``slot`` of each of ``rows`` (agents that just acted), the
         observations and actions of the teammates that acted in the same call."""
         group = self._steps[BufferKey.GROUP_ID][rows, slot]
-        ids = self._row_agent[rows]
-        mates = _teammates(group, group, ids, ids)
+        cached = self._team_cache
+        # The same agents in the same groups, step after step (the common case): reuse.
+        if (cached is not None and cached[0].shape == rows.shape
+                and np.array_equal(cached[0], rows) and np.array_equal(cached[1], group)):
+            mates = cached[2]
+        else:
+            ids = self._row_agent[rows]
+            mates = _teammates(group, group, ids, ids)
+            self._team_cache = (rows.copy(), group.copy(), mates)
         self._ensure_team_width(max(mates.shape[1], 1))
         s, width = self._steps, self._team_width
         present = mates >= 0
