@@ -28,7 +28,8 @@ current observation, which also starts its next trajectory) or when its episode 
 Groups (MA-POCA; DESIGN §4 and §8): once agents report a nonzero ``group_id``, every step
 also records, when the actions arrive, the teammates that decided in the same call (their
 observations and actions, copied so they outlive the teammates' own trajectories), and
-when the rewards arrive, the sum of the teammates' own rewards. An emitted trajectory
+when the rewards arrive, the sum of the teammates' own rewards (those reported in the same
+call; a teammate whose reward comes later, having skipped calls, is not counted). An emitted trajectory
 carries the teammates present after its last step and whether its group's episode ended
 with it (``group_done``): a member that left early (died) ends ``done`` while its group
 goes on, and its returns bootstrap from the group's later value. ``EpisodeStats`` say
