@@ -29,26 +29,14 @@ from tftrainers.tf_utils.compiled import CompiledFunction
 from tftrainers.trainers.ppo.optimizer import PPOBatch, PPOOptimizer, value_loss
 
 
-class POCABatch(NamedTuple):
-    """PPOBatch's fields plus the group's, [B, ...] per step (K teammate slots)."""
-
-    obs: Tuple[tf.Tensor, ...]
-    next_obs: Tuple[tf.Tensor, ...]
-    action_mask: tf.Tensor
-    continuous_action: tf.Tensor
-    discrete_action: tf.Tensor
-    old_log_probs: tf.Tensor
-    advantages: tf.Tensor
-    returns: Tuple[tf.Tensor, ...]
-    old_values: Tuple[tf.Tensor, ...]
-    memory: tf.Tensor
-    critic_memory: tf.Tensor
-    loss_mask: tf.Tensor
-    team_obs: Tuple[tf.Tensor, ...]  # per spec [B, K, *shape]
-    team_continuous_action: tf.Tensor  # [B, K, c]
-    team_discrete_action: tf.Tensor  # [B, K, branches] int32
-    team_mask: tf.Tensor  # [B, K] 1 = present
-    old_baselines: Tuple[tf.Tensor, ...]  # per stream [B]
+#: PPOBatch's fields (whatever PPO's update reads) plus the group's, [B, ...] per step with
+#: K teammate slots: team_obs (per spec [B, K, *shape]), team_continuous_action [B, K, c],
+#: team_discrete_action [B, K, branches] int32, team_mask [B, K] (1 = present),
+#: old_baselines (per stream [B]).
+POCABatch = NamedTuple("POCABatch", [*((name, object) for name in PPOBatch._fields),
+                                     ("team_obs", tuple), ("team_continuous_action", object),
+                                     ("team_discrete_action", object), ("team_mask", object),
+                                     ("old_baselines", tuple)])
 
 
 class GroupBatch(NamedTuple):
