@@ -22,6 +22,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, TextIO
 import numpy as np
 
 CUMULATIVE_REWARD = "Environment/Cumulative Reward"
+GROUP_CUMULATIVE_REWARD = "Environment/Group Cumulative Reward"
 EPISODE_LENGTH = "Environment/Episode Length"
 
 
@@ -133,7 +134,8 @@ class CSVWriter(StatsWriter):
 
 
 class ConsoleWriter(StatsWriter):
-    """ML-Agents' console line: behavior, step, time elapsed, mean and std reward, steps/s."""
+    """ML-Agents' console line: behavior, step, time elapsed, mean and std reward (and the
+    mean group reward when groups report one), steps/s."""
 
     def __init__(self, stream: Optional[TextIO] = None, progress: "Optional[ProgressDisplay]" = None):
         self.stream = stream or sys.stdout
@@ -145,6 +147,9 @@ class ConsoleWriter(StatsWriter):
             rewards = f"Mean Reward: {reward.mean:.3f}. Std of Reward: {reward.std:.3f}."
         else:
             rewards = "No episode was completed since the last summary."
+        group = summaries.get(GROUP_CUMULATIVE_REWARD)
+        if group is not None and group.count:  # as ML-Agents, for groups (MA-POCA)
+            rewards += f" Mean Group Reward: {group.mean:.3f}."
         if self.progress is not None:
             self.progress.clear()
         print(f"[INFO] {category}. Step: {step}. Time Elapsed: {elapsed:.3f} s. {rewards} "

@@ -1,4 +1,4 @@
-"""Value estimation: one value head per reward stream, and the PPO critic.
+"""Value estimation: one value head per reward stream, the PPO critic and MA-POCA's.
 
 Usage::
 
@@ -17,7 +17,9 @@ import keras
 import tensorflow as tf
 
 from tftrainers.envs.base import ObservationSpec
+from tftrainers.networks.attention import EntityEmbedding, ResidualSelfAttention
 from tftrainers.networks.body import NetworkBody
+from tftrainers.networks.layers import kaiming_normal, swish, track_layers
 
 
 class ValueHeads(keras.layers.Layer):
@@ -120,3 +122,129 @@ class Critic(keras.Model):
     def update_normalization(self, obs: Sequence[tf.Tensor]) -> None:
         """See ``NetworkBody.update_normalization``."""
         self.body.update_normalization(obs)
+
+
+class POCACritic(keras.Model):
+    """MA-POCA's centralised critic: group value V and per-member baselines b_i.
+
+    Every member's observations go through one shared observation encoder (the encoders
+    of a ``NetworkBody`` without hidden layers). The value V(s) embeds each present
+    member's encoding as an observation-only entity; the baseline b_i(s, a_-i) embeds
+    member i that way and each teammate j with its action a_j as an observation+action
+    entity (two ``EntityEmbedding`` s). Either set of entities then goes through the same
+    ``ResidualSelfAttention`` (absent members masked, masked mean pool), gets the
+    normalised member count ``2 n / max_n - 1`` appended (``max_n``: the largest group
+    seen, a non-trainable weight), ``num_layers`` Dense + swish layers, and the same
+    ``ValueHeads``: value and baseline share one head per reward stream (DESIGN §8).
+
+    Usage::
+
+        critic = POCACritic(spec.observation_specs, spec.action_spec, ["extrinsic"])
+        values = critic.value(group_obs, group_mask)        # {stream: [B]}
+        baselines = critic.baseline(own_obs, team_obs, team_actions, team_mask)
+
+    Args:
+        observation_specs, action_spec: the behavior's (every member shares them).
+        stream_names: reward streams.
+        hidden_units, num_layers, normalize, vis_encode_type: ``network_settings``.
+        num_heads: attention heads (4, as ML-Agents).
+    """
+
+    def __init__(self, observation_specs: Sequence[ObservationSpec], action_spec,
+                 stream_names: Sequence[str], hidden_units: int = 128, num_layers: int = 2,
+                 normalize: bool = False, vis_encode_type: str = "simple", num_heads: int = 4,
+                 name: str | None = "poca_critic", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.observation_specs = tuple(observation_specs)
+        self.action_spec = action_spec
+        self.encoder = NetworkBody(observation_specs, hidden_units, 0, normalize,
+                                   vis_encode_type, 0, name="observation_encoder")
+        size = self.encoder.encoding_size
+        action_size = action_spec.continuous_size + int(sum(action_spec.discrete_branches))
+        units = int(hidden_units)
+        self.obs_embedding = EntityEmbedding(size, units, name="obs_embedding")
+        self.obs_action_embedding = EntityEmbedding(size + action_size, units,
+                                                    name="obs_action_embedding")
+        self.attention = ResidualSelfAttention(units, num_heads, name="attention")
+        hidden, width = [], units + 1
+        for i in range(int(num_layers)):
+            dense = keras.layers.Dense(units, kernel_initializer=kaiming_normal(1.0),
+                                       name=f"hidden_{i}")
+            dense.build((None, width))
+            hidden.append(dense)
+            width = units
+        self.hidden_layers = track_layers(self, "hidden", hidden)
+        self.value_heads = ValueHeads(stream_names, width, name="value_heads")
+        self.max_members = self.add_weight(shape=(), initializer="ones", trainable=False,
+                                           name="max_members")
+        self.built = True
+
+    @property
+    def stream_names(self) -> Tuple[str, ...]:
+        return self.value_heads.stream_names
+
+    memory_size = 0
+
+    def _encode(self, obs: Sequence[tf.Tensor]) -> tf.Tensor:
+        """One [B, N, *shape] tensor per spec -> [B, N, encoding] (shared encoder)."""
+        shape = tf.shape(obs[0])
+        flat = [tf.reshape(o, tf.concat([[-1], tf.shape(o)[2:]], axis=0)) for o in obs]
+        flat = [tf.ensure_shape(f, [None, *spec.shape])
+                for f, spec in zip(flat, self.observation_specs)]
+        x = self.encoder.features(flat)
+        return tf.reshape(x, [shape[0], shape[1], x.shape[-1]])
+
+    def _flat_actions(self, continuous: tf.Tensor, discrete: tf.Tensor) -> tf.Tensor:
+        """[B, N, c] raw and [B, N, branches] int -> [B, N, c + sum(branches)] (one-hot)."""
+        parts = [continuous]
+        for i, size in enumerate(self.action_spec.discrete_branches):
+            parts.append(tf.one_hot(discrete[..., i], int(size), dtype=tf.float32))
+        return tf.concat(parts, axis=-1)
+
+    def _heads(self, entities: tf.Tensor, mask: tf.Tensor) -> Dict[str, tf.Tensor]:
+        pooled = self.attention(entities, mask)
+        count = tf.reduce_sum(mask, axis=1, keepdims=True)
+        x = tf.concat([pooled, 2.0 * count / self.max_members - 1.0], axis=1)
+        for dense in self.hidden_layers:
+            x = swish(dense(x))
+        return self.value_heads(x)
+
+    def value(self, group_obs: Sequence[tf.Tensor], group_mask: tf.Tensor) -> Dict[str, tf.Tensor]:
+        """V of the group's state.
+
+        Args:
+            group_obs: per observation spec [B, M, *shape]: every member's observation.
+            group_mask: [B, M] float32, 1 = the member is present.
+
+        Returns:
+            {stream: [B] float32}.
+        """
+        return self._heads(self.obs_embedding(self._encode(group_obs)), group_mask)
+
+    def baseline(self, own_obs: Sequence[tf.Tensor], team_obs: Sequence[tf.Tensor],
+                 team_continuous: tf.Tensor, team_discrete: tf.Tensor,
+                 team_mask: tf.Tensor) -> Dict[str, tf.Tensor]:
+        """Member i's counterfactual baseline b_i(own observation, teammates' obs and actions).
+
+        Args:
+            own_obs: per spec [B, *shape]; team_obs: per spec [B, K, *shape];
+            team_continuous: [B, K, c] raw; team_discrete: [B, K, branches] int32;
+            team_mask: [B, K] float32, 1 = present.
+
+        Returns:
+            {stream: [B] float32}.
+        """
+        own = self.obs_embedding(self._encode([o[:, None] for o in own_obs]))
+        team = self._encode(team_obs)
+        team = self.obs_action_embedding(tf.concat(
+            [team, self._flat_actions(team_continuous, team_discrete)], axis=-1))
+        mask = tf.concat([tf.ones_like(team_mask[:, :1]), team_mask], axis=1)
+        return self._heads(tf.concat([own, team], axis=1), mask)
+
+    def observe_group_size(self, members: tf.Tensor) -> None:
+        """Raises ``max_n`` to ``members`` (the largest group in a batch) if it is larger."""
+        self.max_members.assign(tf.maximum(self.max_members, tf.cast(members, tf.float32)))
+
+    def update_normalization(self, obs: Sequence[tf.Tensor]) -> None:
+        """Adds [n, *shape] observations per spec to the encoder's running statistics."""
+        self.encoder.update_normalization(obs)

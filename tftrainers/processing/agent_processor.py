@@ -25,6 +25,16 @@ Trajectories are emitted when an agent has ``time_horizon`` steps (``next_obs`` 
 current observation, which also starts its next trajectory) or when its episode ends
 (``next_obs`` is the terminal observation; ``done`` unless ``interrupted``).
 
+Groups (MA-POCA; DESIGN §4 and §8): once agents report a nonzero ``group_id``, every step
+also records, when the actions arrive, the teammates that decided in the same call (their
+observations and actions, copied so they outlive the teammates' own trajectories), and
+when the rewards arrive, the sum of the teammates' own rewards (those reported in the same
+call; a teammate whose reward comes later, having skipped calls, is not counted). An emitted trajectory
+carries the teammates present after its last step and whether its group's episode ended
+with it (``group_done``): a member that left early (died) ends ``done`` while its group
+goes on, and its returns bootstrap from the group's later value. ``EpisodeStats`` say
+which episodes ended their group's (``Environment/Group Cumulative Reward``).
+
 Performance: every agent id maps to a dense row of preallocated ``[rows, steps, ...]``
 arrays; a step is a handful of fancy-indexed writes for all agents at once. The id -> row
 mapping is cached while a behavior's agent-id array stays the same (the common case), and
@@ -38,7 +48,8 @@ from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, U
 import numpy as np
 
 from tftrainers.envs.base import ActionTuple, BehaviorSpec, DecisionSteps, TerminalSteps
-from tftrainers.processing.buffer import BufferKey, Key, StreamField, obs_key, stream_key
+from tftrainers.processing.buffer import (BufferKey, Key, StreamField, obs_key, stream_key,
+                                          team_obs_key)
 from tftrainers.processing.trajectory import LogProbs, Trajectory
 
 __all__ = ["ActionInfo", "AgentProcessor", "EpisodeStats", "TrajectoryQueue"]
@@ -81,6 +92,8 @@ class EpisodeStats(NamedTuple):
         group_cumulative_reward: [E] float32 sum of the group rewards the agent received.
         episode_length: [E] int64 number of actions taken (``Environment/Episode Length``).
         interrupted: [E] bool, cut by a step limit.
+        group_done: [E] bool, the agent's group's episode ended with this one (no member
+            goes on); True for agents without a group.
     """
 
     agent_id: np.ndarray
@@ -88,6 +101,7 @@ class EpisodeStats(NamedTuple):
     group_cumulative_reward: np.ndarray
     episode_length: np.ndarray
     interrupted: np.ndarray
+    group_done: np.ndarray
 
     def __len__(self) -> int:  # type: ignore[override]
         return len(self.agent_id)
@@ -99,7 +113,10 @@ def _read_only(array: np.ndarray) -> np.ndarray:
 
 
 _NO_EPISODES = EpisodeStats(*(_read_only(np.zeros(0, dtype)) for dtype in (
-    np.int64, np.float32, np.float32, np.int64, bool)))
+    np.int64, np.float32, np.float32, np.int64, bool, bool)))
+
+# Internal per-step field: row + 1 of each teammate slot (0 = empty), for their rewards.
+_TEAM_ROWS = "team_rows"
 
 
 class TrajectoryQueue:
@@ -229,6 +246,37 @@ def _coerce_action_info(info: Union[ActionInfo, Mapping], spec: BehaviorSpec) ->
     return ActionInfo(agent_id, actions, log_probs, values, memory)
 
 
+# ----------------------------------------------------------------------------- groups
+
+
+def _teammates(focal_groups: np.ndarray, pool_groups: np.ndarray, focal_ids: np.ndarray,
+               pool_ids: np.ndarray) -> np.ndarray:
+    """For each focal agent, the pool entries of its group other than itself.
+
+    Args:
+        focal_groups, focal_ids: [n] group and agent id of each focal agent.
+        pool_groups, pool_ids: [p] of each candidate (group 0: never a teammate).
+
+    Returns:
+        [n, k] int64 pool indices, teammates in agent id order (stable slots whatever
+        order the env lists agents in), -1 after each agent's last teammate (k = the most
+        teammates any focal agent has).
+    """
+    focal_groups = np.asarray(focal_groups)
+    order = np.argsort(pool_ids, kind="stable")
+    match = ((pool_groups[order][None, :] == focal_groups[:, None])
+             & (focal_groups[:, None] != 0)
+             & (np.asarray(pool_ids)[order][None, :] != np.asarray(focal_ids)[:, None]))
+    counts = match.sum(axis=1)
+    width = int(counts.max()) if len(counts) else 0
+    out = np.full((len(focal_groups), width), -1, np.int64)
+    j, p = np.nonzero(match)  # row-major: each agent's teammates in id order
+    if len(j):
+        rank = np.arange(len(j)) - np.repeat(np.cumsum(counts) - counts, counts)
+        out[j, rank] = order[p]
+    return out
+
+
 # ----------------------------------------------------------------------------- processor
 
 
@@ -297,6 +345,8 @@ class AgentProcessor:
                 self._steps[stream_key(StreamField.VALUES, name)] = np.zeros((rows, steps),
                                                                              np.float32)
 
+        self._team_width = 0  # teammate slots per step; 0 until the first group
+        self._team_cache: Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]] = None
         self._trajectories: List[Trajectory] = []
         self._queues: List[TrajectoryQueue] = []
         self._episode_stats: List[Tuple[np.ndarray, ...]] = []
@@ -330,12 +380,14 @@ class AgentProcessor:
             info = _coerce_action_info(action_info, self._spec)
             if len(info.agent_id):
                 self._record_actions(info)
+        if self._team_width:
+            self._record_groupmate_rewards(terminal_steps, decision_steps)
         # Terminal first: should an env report an id in both (Unity does, for an agent
         # that ended and restarted), the old episode closes before the new one starts.
         if len(terminal_steps):
-            self._process_terminal(terminal_steps)
+            self._process_terminal(terminal_steps, decision_steps)
         if len(decision_steps):
-            self._process_decisions(decision_steps)
+            self._process_decisions(decision_steps, terminal_steps)
 
     def pop_trajectories(self) -> List[Trajectory]:
         """Trajectories emitted since the last call (when no queue is published to)."""
@@ -362,7 +414,8 @@ class AgentProcessor:
             next_obs = [self._steps[obs_key(i)][rows, slot]
                         for i in range(len(self._spec.observation_specs))]
             flags = np.zeros(rows.size, bool)
-            self._emit(rows, next_obs, done=flags, interrupted=~flags)
+            self._emit(rows, next_obs, done=flags, interrupted=~flags, group_done=flags,
+                       next_team=None)
         self._reset_rows(self._map_rows)
 
     # ------------------------------------------------------------------ rows
@@ -496,6 +549,8 @@ class AgentProcessor:
             s[BufferKey.MEMORY][rows, slot] = info.memory
         self._awaiting[rows] = False
         self._pending[rows] = True
+        if self._team_width or (s[BufferKey.GROUP_ID][rows, slot] != 0).any():
+            self._record_team(rows, slot)
 
     def _check_streams(self, info: ActionInfo) -> None:
         """Fixes value streams and memory size on first use; later calls must match."""
@@ -519,6 +574,116 @@ class AgentProcessor:
             raise ValueError(f"AgentProcessor({self._name!r}): action_info['memory'] has "
                              f"size {size}, earlier calls had {self._memory_size}")
 
+    # ------------------------------------------------------------------ groups
+
+    def _ensure_team_width(self, width: int) -> None:
+        """Makes room for ``width`` teammate slots per step (allocated on the first group)."""
+        if width <= self._team_width:
+            return
+        rows, steps = self._step_shape()
+        a = self._spec.action_spec
+        fields = {team_obs_key(i): (o.shape, np.float32)
+                  for i, o in enumerate(self._spec.observation_specs)}
+        fields.update({BufferKey.TEAM_CONTINUOUS_ACTION: ((a.continuous_size,), np.float32),
+                       BufferKey.TEAM_DISCRETE_ACTION: ((a.discrete_size,), np.int32),
+                       BufferKey.TEAM_MASK: ((), np.float32), _TEAM_ROWS: ((), np.int64)})
+        for key, (shape, dtype) in fields.items():
+            out = np.zeros((rows, steps, width, *shape), dtype)
+            if self._team_width:
+                out[:, :, :self._team_width] = self._steps[key]
+            self._steps[key] = out
+        if not self._team_width:
+            self._steps[BufferKey.GROUPMATE_REWARDS] = np.zeros((rows, steps), np.float32)
+        self._team_width = width
+
+    def _record_team(self, rows: np.ndarray, slot: np.ndarray) -> None:
+        """Copies, into step ``slot`` of each of ``rows`` (agents that just acted), the
+        observations and actions of the teammates that acted in the same call."""
+        group = self._steps[BufferKey.GROUP_ID][rows, slot]
+        cached = self._team_cache
+        # The same agents in the same groups, step after step (the common case): reuse.
+        if (cached is not None and cached[0].shape == rows.shape
+                and np.array_equal(cached[0], rows) and np.array_equal(cached[1], group)):
+            mates = cached[2]
+        else:
+            ids = self._row_agent[rows]
+            mates = _teammates(group, group, ids, ids)
+            self._team_cache = (rows.copy(), group.copy(), mates)
+        self._ensure_team_width(max(mates.shape[1], 1))
+        s, width = self._steps, self._team_width
+        present = mates >= 0
+        mate_rows = rows[np.maximum(mates, 0)]  # [n, k]
+        mate_slots = self._length[mate_rows]
+        k = mates.shape[1]
+        for i in range(len(self._spec.observation_specs)):
+            s[team_obs_key(i)][rows, slot, :k] = s[obs_key(i)][mate_rows, mate_slots]
+        for team, own in ((BufferKey.TEAM_CONTINUOUS_ACTION, BufferKey.CONTINUOUS_ACTION),
+                          (BufferKey.TEAM_DISCRETE_ACTION, BufferKey.DISCRETE_ACTION)):
+            s[team][rows, slot, :k] = s[own][mate_rows, mate_slots]
+        mask = np.zeros((len(rows), width), np.float32)
+        mask[:, :k] = present
+        s[BufferKey.TEAM_MASK][rows, slot] = mask
+        team_rows = np.zeros((len(rows), width), np.int64)
+        team_rows[:, :k] = np.where(present, mate_rows + 1, 0)
+        s[_TEAM_ROWS][rows, slot] = team_rows
+
+    def _record_groupmate_rewards(self, ts: TerminalSteps, ds: DecisionSteps) -> None:
+        """Each pending step's sum of its teammates' rewards (for the same step)."""
+        ids = np.concatenate([np.asarray(ts.agent_id), np.asarray(ds.agent_id)])
+        rewards = np.concatenate([np.asarray(ts.reward), np.asarray(ds.reward)])
+        rows = self._lookup(ids)
+        # An id in both closes its old episode with the terminal reward (listed first).
+        rows, first = np.unique(rows, return_index=True)
+        rewards = rewards[first]
+        keep = (rows >= 0)
+        keep[keep] = self._pending[rows[keep]]
+        rows, rewards = rows[keep], rewards[keep]
+        if not len(rows):
+            return
+        got = np.zeros(len(self._length) + 1, np.float32)  # index 0: an empty slot
+        got[rows + 1] = rewards
+        slot = self._length[rows]
+        team_rows = self._steps[_TEAM_ROWS][rows, slot]
+        self._steps[BufferKey.GROUPMATE_REWARDS][rows, slot] = got[team_rows].sum(axis=1)
+
+    def _next_teams(self, focal_ids: np.ndarray, focal_groups: np.ndarray, ts: TerminalSteps,
+                    ds: DecisionSteps) -> Tuple[List[np.ndarray], np.ndarray, np.ndarray]:
+        """The teammates present after the last step of the trajectories being emitted.
+
+        A group goes on if a member not ending now decides in this call: its next
+        teammates are those members. Otherwise its episode ended now, and its next
+        teammates are the members ending with it (their terminal observations).
+
+        Returns:
+            per observation spec [n, width, *shape], mask [n, width], group_done [n].
+        """
+        ds_ids, ts_ids = np.asarray(ds.agent_id), np.asarray(ts.agent_id)
+        ds_groups, ts_groups = np.asarray(ds.group_id), np.asarray(ts.group_id)
+        continuing = ~np.isin(ds_ids, ts_ids) if len(ts_ids) else np.ones(len(ds_ids), bool)
+        live_groups = ds_groups[continuing]
+        group_done = ~np.isin(focal_groups, live_groups[live_groups != 0])
+        pool_groups = np.concatenate([ds_groups[continuing], ts_groups])
+        pool_ids = np.concatenate([ds_ids[continuing], ts_ids])
+        # Ending members count only for groups that ended; continuing ones only otherwise.
+        pool_use = np.concatenate([np.ones(int(continuing.sum()), bool),
+                                   ~np.isin(ts_groups, live_groups)])
+        pool_groups = np.where(pool_use, pool_groups, 0)
+        mates = _teammates(focal_groups, pool_groups, focal_ids, pool_ids)
+        self._ensure_team_width(max(mates.shape[1], 1))
+        width, present = self._team_width, mates >= 0
+        pick = np.maximum(mates, 0)
+        obs = []
+        for i in range(len(self._spec.observation_specs)):
+            pool = np.concatenate([np.asarray(ds.obs[i])[continuing], np.asarray(ts.obs[i])])
+            out = np.zeros((len(focal_ids), width, *pool.shape[1:]), np.float32)
+            if len(pool):
+                out[:, :mates.shape[1]] = np.where(
+                    present.reshape(*present.shape, *[1] * (pool.ndim - 1)), pool[pick], 0.0)
+            obs.append(out)
+        mask = np.zeros((len(focal_ids), width), np.float32)
+        mask[:, :mates.shape[1]] = present
+        return obs, mask, group_done
+
     def _complete_steps(self, rows: np.ndarray, reward: np.ndarray,
                         group_reward: np.ndarray) -> None:
         """Gives the agents that acted the reward their action earned."""
@@ -535,13 +700,20 @@ class AgentProcessor:
         self._ep_group_reward[rows] += group_reward
         self._ep_length[rows] += 1
 
-    def _process_terminal(self, ts: TerminalSteps) -> None:
+    def _process_terminal(self, ts: TerminalSteps, ds: DecisionSteps) -> None:
         rows = self._lookup(np.asarray(ts.agent_id))
         index = np.flatnonzero(rows >= 0)  # an agent never seen has no steps to close
         rows = rows[index]
         interrupted = np.asarray(ts.interrupted, bool)[index]
         self._complete_steps(rows, np.asarray(ts.reward)[index],
                              np.asarray(ts.group_reward)[index])
+        groups = np.asarray(ts.group_id)[index]
+        next_team = None
+        if self._team_width or (groups != 0).any():
+            next_team = self._next_teams(np.asarray(ts.agent_id)[index], groups, ts, ds)
+            group_done = next_team[2]
+        else:
+            group_done = np.ones(len(rows), bool)
         ended = self._ep_length[rows] > 0
         if ended.any():
             r = rows[ended]
@@ -550,24 +722,32 @@ class AgentProcessor:
                 self._ep_reward[r].astype(np.float32),
                 self._ep_group_reward[r].astype(np.float32),
                 self._ep_length[r].copy(),
-                interrupted[ended].copy()))
+                interrupted[ended].copy(),
+                group_done[ended].copy()))
         has_steps = self._length[rows] > 0
         if has_steps.any():
             pick = index[has_steps]
             self._emit(rows[has_steps], [np.asarray(o)[pick] for o in ts.obs],
-                       done=~interrupted[has_steps], interrupted=interrupted[has_steps])
+                       done=~interrupted[has_steps], interrupted=interrupted[has_steps],
+                       group_done=group_done[has_steps],
+                       next_team=None if next_team is None else (
+                           [o[has_steps] for o in next_team[0]], next_team[1][has_steps]))
         # The row stays mapped: the id normally comes back next step for a new episode.
         self._reset_rows(rows)
 
-    def _process_decisions(self, ds: DecisionSteps) -> None:
+    def _process_decisions(self, ds: DecisionSteps, ts: TerminalSteps) -> None:
         ids = np.asarray(ds.agent_id)
         rows = self._rows(ids, "decisions", create=True)
         self._complete_steps(rows, np.asarray(ds.reward), np.asarray(ds.group_reward))
         full = np.flatnonzero(self._length[rows] >= self._horizon)
         if full.size:
             flags = np.zeros(full.size, bool)
+            next_team = None
+            if self._team_width:
+                obs, mask, _ = self._next_teams(ids[full], np.asarray(ds.group_id)[full], ts, ds)
+                next_team = (obs, mask)
             self._emit(rows[full], [np.asarray(o)[full] for o in ds.obs], done=flags,
-                       interrupted=flags)
+                       interrupted=flags, group_done=flags, next_team=next_team)
             self._length[rows[full]] = 0
         slot = self._length[rows]
         self._ensure_step_capacity(int(slot.max()))
@@ -579,7 +759,8 @@ class AgentProcessor:
         self._awaiting[rows] = True
 
     def _emit(self, rows: np.ndarray, next_obs: List[np.ndarray], done: np.ndarray,
-              interrupted: np.ndarray) -> None:
+              interrupted: np.ndarray, group_done: np.ndarray,
+              next_team: Optional[Tuple[List[np.ndarray], np.ndarray]]) -> None:
         """Builds the trajectories of ``rows`` (steps 0..length-1) and hands them out.
 
         One gather per field for all rows, then per-trajectory views into it: copies of
@@ -600,7 +781,25 @@ class AgentProcessor:
         group_id, group_reward = block[BufferKey.GROUP_ID], block[BufferKey.GROUP_REWARD]
         agent_ids = self._row_agent[rows].tolist()
         done, interrupted = np.asarray(done).tolist(), np.asarray(interrupted).tolist()
+        group_done = np.asarray(group_done).tolist()
+        width = self._team_width
+        if width:
+            team_obs = [block[team_obs_key(i)] for i in range(len(obs))]
+            team_c = block[BufferKey.TEAM_CONTINUOUS_ACTION]
+            team_d = block[BufferKey.TEAM_DISCRETE_ACTION]
+            team_mask, mate_rewards = block[BufferKey.TEAM_MASK], block[BufferKey.GROUPMATE_REWARDS]
+            if next_team is None:  # no teammates known after the last step (end_episodes)
+                next_team = ([np.zeros((len(rows), width, *o.shape[3:]), np.float32)
+                              for o in team_obs], np.zeros((len(rows), width), np.float32))
         for j, n in enumerate(lengths.tolist()):
+            group = {}
+            if width:
+                group = dict(
+                    teammate_obs=[o[j, :n] for o in team_obs],
+                    teammate_actions=ActionTuple(team_c[j, :n], team_d[j, :n]),
+                    teammate_mask=team_mask[j, :n], groupmate_rewards=mate_rewards[j, :n],
+                    next_teammate_obs=[o[j] for o in next_team[0]],
+                    next_teammate_mask=next_team[1][j])
             trajectory = Trajectory(
                 obs=[o[j, :n] for o in obs],
                 next_obs=[o[j] for o in next_obs],
@@ -615,6 +814,8 @@ class AgentProcessor:
                 done=bool(done[j]),
                 interrupted=bool(interrupted[j]),
                 agent_id=agent_ids[j],
+                group_done=bool(group_done[j]),
+                **group,
             )
             if self._queues:
                 for q in self._queues:

@@ -47,6 +47,7 @@ __all__ = [
     "next_obs_key",
     "obs_key",
     "stream_key",
+    "team_obs_key",
 ]
 
 
@@ -73,6 +74,11 @@ class BufferKey(_Key):
     CRITIC_MEMORY = "critic_memory"  # [T, memory_size] float32, the critic's state at step t
     MASK = "mask"  # [T] float32, 1 = real step, 0 = sequence padding
     ADVANTAGES = "advantages"  # [T] float32, advantage combined over reward streams
+    # Groups (MA-POCA): K teammate slots per step, absent slots masked (K fixed per buffer).
+    TEAM_CONTINUOUS_ACTION = "team_continuous_action"  # [T, K, c] float32 raw samples
+    TEAM_DISCRETE_ACTION = "team_discrete_action"  # [T, K, branches] int32
+    TEAM_MASK = "team_mask"  # [T, K] float32, 1 = the teammate slot holds a member present
+    GROUPMATE_REWARDS = "groupmate_rewards"  # [T] float32, sum of the teammates' own rewards
 
 
 class ObsField(_Key):
@@ -80,6 +86,7 @@ class ObsField(_Key):
 
     OBS = "obs"  # [T, *shape], observation the action at step t was chosen from
     NEXT_OBS = "next_obs"  # [T, *shape], observation after step t (curiosity, RND)
+    TEAM_OBS = "team_obs"  # [T, K, *shape], the teammates' observations at step t (MA-POCA)
 
 
 class StreamField(_Key):
@@ -107,6 +114,11 @@ def obs_key(index: int) -> Tuple[ObsField, int]:
 def next_obs_key(index: int) -> Tuple[ObsField, int]:
     """Key of the observation after each step, for observation ``index``."""
     return ObsField.NEXT_OBS, int(index)
+
+
+def team_obs_key(index: int) -> Tuple[ObsField, int]:
+    """Key of the teammates' observation ``index`` at each step ([T, K, *shape])."""
+    return ObsField.TEAM_OBS, int(index)
 
 
 def stream_key(field: StreamField, name: str) -> Tuple[StreamField, str]:

@@ -8,7 +8,7 @@ import numpy as np
 
 from tftrainers.envs.base import ActionTuple, allowed_action_mask
 from tftrainers.processing.buffer import (BufferKey, Key, StreamField, next_obs_key, obs_key,
-                                          stream_key)
+                                          stream_key, team_obs_key)
 
 __all__ = ["LogProbs", "Trajectory", "allowed_action_mask"]
 
@@ -50,7 +50,25 @@ class Trajectory:
         interrupted: the episode was cut by a step limit after step T-1: bootstrap with
             ``V(next_obs)``. Both are False when ``time_horizon`` cut the trajectory.
         agent_id: the env's agent id.
-        teammate_obs: reserved for MA-POCA group observations; AgentProcessor leaves it None.
+
+    Group fields (MA-POCA), set by AgentProcessor once a behavior's agents report groups
+    (None otherwise). K teammate slots per step; slot k of step t holds a member of the
+    agent's group present at step t (``teammate_mask`` 1) or nothing (0: the member left
+    the group, or the group is smaller):
+
+        teammate_obs: per observation spec, [T, K, *shape] float32, what the teammates saw
+            at step t.
+        teammate_actions: continuous [T, K, c] float32 (raw samples), discrete
+            [T, K, b] int32, what they did at step t.
+        teammate_mask: [T, K] float32.
+        groupmate_rewards: [T] float32, the sum of the teammates' own rewards for step t.
+        next_teammate_obs: per observation spec, [K, *shape]: the teammates present after
+            the last step (those still playing, or, when the group's episode ended, its
+            last members), with ``next_teammate_mask`` [K].
+        group_done: the agent's group's episode ended with this trajectory (True for an
+            agent without a group whose episode ended). An agent that leaves before its
+            group (dies) has ``done`` but not ``group_done``: its returns bootstrap from
+            the group's value after it left (DESIGN §8).
     """
 
     obs: List[np.ndarray]
@@ -67,6 +85,12 @@ class Trajectory:
     interrupted: bool
     agent_id: int
     teammate_obs: Optional[List[np.ndarray]] = None
+    teammate_actions: Optional[ActionTuple] = None
+    teammate_mask: Optional[np.ndarray] = None
+    groupmate_rewards: Optional[np.ndarray] = None
+    next_teammate_obs: Optional[List[np.ndarray]] = None
+    next_teammate_mask: Optional[np.ndarray] = None
+    group_done: bool = False
 
     def __len__(self) -> int:
         return len(self.rewards)
@@ -84,7 +108,9 @@ class Trajectory:
         """The steps as :class:`~tftrainers.processing.buffer.AgentBuffer` fields, [T, ...].
 
         Holds OBS / NEXT_OBS per observation, actions, log probs, action mask,
-        environment and group rewards, DONE, per-stream VALUES and MEMORY (when used).
+        environment and group rewards, DONE, per-stream VALUES and MEMORY (when used),
+        and with groups TEAM_OBS per observation, the teammates' actions, TEAM_MASK and
+        GROUPMATE_REWARDS.
         The trainer adds advantages and returns before appending to its buffer.
         """
         fields: Dict[Key, np.ndarray] = {}
@@ -109,4 +135,11 @@ class Trajectory:
             fields[stream_key(StreamField.VALUES, name)] = v
         if self.memory is not None:
             fields[BufferKey.MEMORY] = self.memory
+        if self.teammate_mask is not None:
+            for i, o in enumerate(self.teammate_obs):
+                fields[team_obs_key(i)] = o
+            fields[BufferKey.TEAM_CONTINUOUS_ACTION] = self.teammate_actions.continuous
+            fields[BufferKey.TEAM_DISCRETE_ACTION] = self.teammate_actions.discrete
+            fields[BufferKey.TEAM_MASK] = self.teammate_mask
+            fields[BufferKey.GROUPMATE_REWARDS] = self.groupmate_rewards
         return fields

@@ -18,8 +18,8 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from tftrainers.processing import AgentBuffer, BufferKey, Trajectory
-from tftrainers.rewards import REWARD_PROVIDERS
+from tftrainers.processing import AgentBuffer, BufferKey, Trajectory, next_obs_key
+from tftrainers.rewards import REWARD_PROVIDERS, RewardBatch
 from tftrainers.settings import ConfigError
 from tftrainers.trainers.base import Trainer
 from tftrainers.trainers.policy import Policy
@@ -52,6 +52,10 @@ class OnPolicyTrainer(Trainer):
         self._thread_outcome: Dict[str, object] = {}
         self._pending: List[Trajectory] = []  # drained, not yet in the update buffer
         self._pending_steps = 0
+        # Per stream, each agent's reward so far in its current episode (ML-Agents reports
+        # Policy/<Signal> Reward per episode); filled a trajectory at a time.
+        self._episode_signal_rewards: Dict[str, Dict[int, float]] = {
+            s: {} for s in self.optimizer.streams}
 
     @abc.abstractmethod
     def create_optimizer(self):
@@ -139,6 +143,49 @@ class OnPolicyTrainer(Trainer):
         for key, value in stats.items():
             self.stats.set_stat(key, value)
         self.publish_weights(self.optimizer.actor_weights)
+
+    # --- reward signals (shared by PPO and POCA) ---------------------------------------------
+    def _evaluate_rewards(self, trajectories: List[Trajectory], fields: List[Dict],
+                          obs: List[np.ndarray],
+                          environment_reward: Optional[np.ndarray] = None
+                          ) -> Dict[str, np.ndarray]:
+        """Each stream's reward for every step of ``trajectories`` (concatenated), times its
+        strength. ``fields``: the trajectories' ``to_fields()``; ``environment_reward``:
+        what the extrinsic stream reads (default: the env rewards; POCA adds the group's)."""
+        providers = self.optimizer.reward_providers
+        next_obs = [np.concatenate([f[next_obs_key(i)] for f in fields])
+                    for i in range(len(obs))] if any(
+            p.needs_next_obs for p in providers.values()) else obs
+        batch = RewardBatch(
+            obs=tuple(obs), next_obs=tuple(next_obs),
+            continuous_action=np.concatenate([t.actions.continuous for t in trajectories]),
+            discrete_action=np.concatenate([t.actions.discrete for t in trajectories]),
+            environment_reward=(np.concatenate([t.rewards for t in trajectories])
+                                if environment_reward is None else environment_reward),
+            done=np.concatenate([f[BufferKey.DONE] for f in fields]),
+            mask=np.ones(len(obs[0]), np.float32))
+        out = {}
+        for name, provider in providers.items():
+            provider.update_normalization(batch.next_obs)
+            out[name] = provider.evaluate(batch) * np.float32(provider.strength)
+        return out
+
+    def _report_signal_rewards(self, trajectories: List[Trajectory],
+                               stream_rewards: Dict[str, np.ndarray],
+                               bounds: np.ndarray) -> None:
+        """Adds each stream's per-episode reward (``Policy/<Signal> Reward``) for the
+        episodes these trajectories end (``bounds``: where each but the first starts)."""
+        starts = np.concatenate([[0], bounds]).astype(np.int64)
+        for name, provider in self.optimizer.reward_providers.items():
+            sums = np.add.reduceat(stream_rewards[name], starts) if len(starts) else []
+            running = self._episode_signal_rewards[name]
+            ended = []
+            for t, total in zip(trajectories, sums):
+                running[t.agent_id] = running.get(t.agent_id, 0.0) + float(total)
+                if t.episode_ended:
+                    ended.append(running.pop(t.agent_id))
+            if ended:
+                self.stats.add_stat(f"Policy/{provider.stat_name} Reward", np.array(ended))
 
     STATE_KEYS = Trainer.STATE_KEYS + ("trainer_rng",)
 

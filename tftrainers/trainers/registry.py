@@ -7,8 +7,9 @@ from tftrainers.settings import ConfigError, TrainerSettings
 def create_trainer(behavior_name: str, spec, settings: TrainerSettings, run_dir: str, **kwargs):
     """The trainer for ``settings.trainer_type``."""
     from tftrainers.trainers.bc.trainer import BCTrainer
+    from tftrainers.trainers.poca.trainer import POCATrainer
     from tftrainers.trainers.ppo.trainer import PPOTrainer
-    trainers = {"ppo": PPOTrainer, "bc": BCTrainer}
+    trainers = {"ppo": PPOTrainer, "poca": POCATrainer, "bc": BCTrainer}
     cls = trainers.get(settings.trainer_type)
     if cls is None:
         raise ConfigError(f"behaviors.{behavior_name}.trainer_type: '{settings.trainer_type}' is "

@@ -139,13 +139,11 @@ class PPOOptimizer:
         self.streams = tuple(self.reward_providers)
         ns = settings.network_settings
         self.memory_size = policy.memory_size  # the critic's own LSTM, as the actor's
-        self.critic = Critic(policy.spec.observation_specs, self.streams, ns.hidden_units,
-                             ns.num_layers, ns.normalize, ns.vis_encode_type,
-                             memory_size=self.memory_size)
+        self.critic = self.create_critic()
         learned = [p for p in self.reward_providers.values() if p.update_stat_names]
         self.learned_providers = learned
         self.with_next_obs = any(p.needs_next_obs for p in learned)
-        self.stat_names = ("Losses/Policy Loss", "Losses/Value Loss", "Policy/Update Entropy",
+        self.stat_names = (*self.LOSS_STAT_NAMES,
                            *(n for p in learned for n in p.update_stat_names),
                            *((PRETRAINING_LOSS,) if self.bc is not None else ()))
         self.variables = policy.actor.trainable_variables + self.critic.trainable_variables
@@ -162,24 +160,8 @@ class PPOOptimizer:
             for v in variables_of(p.trackables()).values()] + (
             list(variables_of(self.bc.trackables()).values()) if self.bc is not None else []))
         spec = policy.spec
-        c = spec.action_spec.continuous_size
-        b = spec.action_spec.discrete_size
-        mask_size = int(sum(spec.action_spec.discrete_branches))
         f32 = tf.float32
-        buffer_signature = PPOBatch(
-            obs=tuple(obs_signature(spec)),
-            next_obs=tuple(obs_signature(spec)) if self.with_next_obs else (),
-            action_mask=tf.TensorSpec([None, mask_size], f32),
-            continuous_action=tf.TensorSpec([None, c], f32),
-            discrete_action=tf.TensorSpec([None, b], tf.int32),
-            old_log_probs=tf.TensorSpec([None, c + b], f32),
-            advantages=tf.TensorSpec([None], f32),
-            returns=tuple(tf.TensorSpec([None], f32) for _ in self.streams),
-            old_values=tuple(tf.TensorSpec([None], f32) for _ in self.streams),
-            memory=tf.TensorSpec([None, policy.memory_size], f32),
-            critic_memory=tf.TensorSpec([None, self.memory_size], f32),
-            done=tf.TensorSpec([None], f32),
-            loss_mask=tf.TensorSpec([None], f32))
+        buffer_signature = self.batch_signature()
         self._buffer_signature = buffer_signature
         bc_signature = BCPlan(tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int32),
                               tf.TensorSpec([], f32))
@@ -192,11 +174,48 @@ class PPOOptimizer:
         self._normalize_fn = (tf.function(self._update_normalization,
                                           input_signature=[obs_signature(spec)], autograph=False)
                               if ns.normalize else None)
+        self._critic_stale = False
+        self.setup_critic_values(critic_runtime)
+
+    #: the update's own stats, in the order ``_update_step`` returns them.
+    LOSS_STAT_NAMES = ("Losses/Policy Loss", "Losses/Value Loss", "Policy/Update Entropy")
+
+    def create_critic(self):
+        """The algorithm's critic (PPO: a ``Critic`` with its own body)."""
+        ns = self.settings.network_settings
+        return Critic(self.policy.spec.observation_specs, self.streams, ns.hidden_units,
+                      ns.num_layers, ns.normalize, ns.vis_encode_type,
+                      memory_size=self.memory_size)
+
+    def batch_signature(self) -> PPOBatch:
+        """Input signature of the buffer the compiled update takes."""
+        spec, f32 = self.policy.spec, tf.float32
+        c = spec.action_spec.continuous_size
+        b = spec.action_spec.discrete_size
+        mask_size = int(sum(spec.action_spec.discrete_branches))
+        return PPOBatch(
+            obs=tuple(obs_signature(spec)),
+            next_obs=tuple(obs_signature(spec)) if self.with_next_obs else (),
+            action_mask=tf.TensorSpec([None, mask_size], f32),
+            continuous_action=tf.TensorSpec([None, c], f32),
+            discrete_action=tf.TensorSpec([None, b], tf.int32),
+            old_log_probs=tf.TensorSpec([None, c + b], f32),
+            advantages=tf.TensorSpec([None], f32),
+            returns=tuple(tf.TensorSpec([None], f32) for _ in self.streams),
+            old_values=tuple(tf.TensorSpec([None], f32) for _ in self.streams),
+            memory=tf.TensorSpec([None, self.policy.memory_size], f32),
+            critic_memory=tf.TensorSpec([None, self.memory_size], f32),
+            done=tf.TensorSpec([None], f32),
+            loss_mask=tf.TensorSpec([None], f32))
+
+    def setup_critic_values(self, critic_runtime: str) -> None:
+        """What ``critic_values`` runs on: the critic's LSTM trace with memory, else its
+        ONNX conversion in onnxruntime (or TensorFlow)."""
+        spec, f32 = self.policy.spec, tf.float32
         # Critic values, once per update over whole trajectories.
         self._critic_memories = AgentMemories(self.memory_size)
         self._critic_runner: Optional[OnnxRunner] = None
         self._read_critic = flat_values(self.critic.variables)
-        self._critic_stale = False
         if self.memory_size:
             self._trace_fn = CompiledFunction(self._trace, [
                 obs_signature(spec), tf.TensorSpec([None, self.memory_size], f32),
@@ -307,25 +326,30 @@ class PPOOptimizer:
         # reading them in a call of their own costs more than the copy.
         return stats, self.optimizer.flat_values(self._published), finite
 
+    def actor_terms(self, batch: PPOBatch, epsilon: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+        """The clipped policy loss and the mean entropy of a minibatch (in a tape)."""
+        memory = batch.memory if self.policy.memory_size else None
+        evaluation = self.policy.actor.evaluate(
+            list(batch.obs), batch.action_mask,
+            Actions(batch.continuous_action, batch.discrete_action), memory,
+            self.sequence_length)
+        log_probs = tf.concat([evaluation.log_probs_continuous,
+                               evaluation.log_probs_discrete], axis=1)
+        p_loss = policy_loss(log_probs, batch.old_log_probs, batch.advantages, epsilon,
+                             batch.loss_mask)
+        return p_loss, masked_mean(evaluation.entropy, batch.loss_mask)
+
     def _update_step(self, batch: PPOBatch, beta: tf.Tensor, epsilon: tf.Tensor):
         """One gradient step on a minibatch (``batch.memory``: [sequences, memory_size])."""
-        actor, critic = self.policy.actor, self.critic
-        memory = batch.memory if self.policy.memory_size else None
+        critic = self.critic
         critic_memory = batch.critic_memory if self.memory_size else None
         with tf.GradientTape() as tape:
-            evaluation = actor.evaluate(list(batch.obs), batch.action_mask,
-                                        Actions(batch.continuous_action, batch.discrete_action),
-                                        memory, self.sequence_length)
-            log_probs = tf.concat([evaluation.log_probs_continuous,
-                                   evaluation.log_probs_discrete], axis=1)
+            p_loss, entropy = self.actor_terms(batch, epsilon)
             values, _ = critic(list(batch.obs), memory=critic_memory,
                                sequence_length=self.sequence_length)
             values = [values[name] for name in self.streams]
-            p_loss = policy_loss(log_probs, batch.old_log_probs, batch.advantages, epsilon,
-                                 batch.loss_mask)
             v_loss = value_loss(values, batch.old_values, batch.returns, epsilon,
                                 batch.loss_mask, clip=self.hp.clip_value)
-            entropy = masked_mean(evaluation.entropy, batch.loss_mask)
             loss = p_loss + 0.5 * v_loss - beta * entropy
         # Clipped to max_grad_norm (if set) inside the optimizer, on the flat gradient.
         self.optimizer.apply_gradients(zip(tape.gradient(loss, self.variables), self.variables))

@@ -8,22 +8,14 @@ from typing import Dict, List
 
 import numpy as np
 
-from tftrainers.processing import BufferKey, StreamField, Trajectory, next_obs_key, stream_key
+from tftrainers.processing import BufferKey, StreamField, Trajectory, stream_key
 from tftrainers.returns import batched_gae, pad_batch, unpad_batch
-from tftrainers.rewards import RewardBatch
 from tftrainers.trainers.on_policy import OnPolicyTrainer
 from tftrainers.trainers.ppo.optimizer import PPOOptimizer
 
 
 class PPOTrainer(OnPolicyTrainer):
     """Trains one behavior with PPO."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        # Per stream, each agent's reward so far in its current episode (ML-Agents reports
-        # Policy/<Signal> Reward per episode); filled a trajectory at a time.
-        self._episode_signal_rewards: Dict[str, Dict[int, float]] = {
-            s: {} for s in self.optimizer.streams}
 
     def create_optimizer(self) -> PPOOptimizer:
         return PPOOptimizer(self.policy, self.settings, jit_compile=self.jit_compile,
@@ -77,41 +69,3 @@ class PPOTrainer(OnPolicyTrainer):
             end = offset + len(t)
             self.buffer.append({**steps, **{k: v[offset:end] for k, v in computed.items()}})
             offset = end
-
-    def _evaluate_rewards(self, trajectories: List[Trajectory], fields: List[Dict],
-                          obs: List[np.ndarray]) -> Dict[str, np.ndarray]:
-        """Each stream's reward for every step of ``trajectories`` (concatenated), times its
-        strength. ``fields``: the trajectories' ``to_fields()``."""
-        providers = self.optimizer.reward_providers
-        next_obs = [np.concatenate([f[next_obs_key(i)] for f in fields])
-                    for i in range(len(obs))] if any(
-            p.needs_next_obs for p in providers.values()) else obs
-        batch = RewardBatch(
-            obs=tuple(obs), next_obs=tuple(next_obs),
-            continuous_action=np.concatenate([t.actions.continuous for t in trajectories]),
-            discrete_action=np.concatenate([t.actions.discrete for t in trajectories]),
-            environment_reward=np.concatenate([t.rewards for t in trajectories]),
-            done=np.concatenate([f[BufferKey.DONE] for f in fields]),
-            mask=np.ones(len(obs[0]), np.float32))
-        out = {}
-        for name, provider in providers.items():
-            provider.update_normalization(batch.next_obs)
-            out[name] = provider.evaluate(batch) * np.float32(provider.strength)
-        return out
-
-    def _report_signal_rewards(self, trajectories: List[Trajectory],
-                               stream_rewards: Dict[str, np.ndarray],
-                               bounds: np.ndarray) -> None:
-        """Adds each stream's per-episode reward (``Policy/<Signal> Reward``) for the
-        episodes these trajectories end (``bounds``: where each but the first starts)."""
-        starts = np.concatenate([[0], bounds]).astype(np.int64)
-        for name, provider in self.optimizer.reward_providers.items():
-            sums = np.add.reduceat(stream_rewards[name], starts) if len(starts) else []
-            running = self._episode_signal_rewards[name]
-            ended = []
-            for t, total in zip(trajectories, sums):
-                running[t.agent_id] = running.get(t.agent_id, 0.0) + float(total)
-                if t.episode_ended:
-                    ended.append(running.pop(t.agent_id))
-            if ended:
-                self.stats.add_stat(f"Policy/{provider.stat_name} Reward", np.array(ended))

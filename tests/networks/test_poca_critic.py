@@ -1,0 +1,97 @@
+"""MA-POCA's attention critic: absent members and member order change nothing."""
+import numpy as np
+import pytest
+
+from tftrainers.envs.base import ActionSpec, ObservationKind, ObservationSpec
+from tftrainers.networks import POCACritic, ResidualSelfAttention
+
+SPECS = [ObservationSpec((5,), "vec"), ObservationSpec((20, 20, 3), "cam", ObservationKind.VISUAL)]
+ACTIONS = ActionSpec(2, (3, 2))
+
+
+@pytest.fixture(scope="module")
+def critic():
+    critic = POCACritic(SPECS, ACTIONS, ["extrinsic", "curiosity"], hidden_units=32,
+                        num_layers=2)
+    critic.observe_group_size(3)
+    return critic
+
+
+def group(rng, batch=4, members=3):
+    obs = [rng.normal(size=(batch, members, 5)).astype(np.float32),
+           rng.random((batch, members, 20, 20, 3)).astype(np.float32)]
+    mask = np.array([[1, 1, 1], [1, 1, 0], [1, 0, 0], [1, 1, 1]], np.float32)[:batch]
+    return obs, mask
+
+
+def actions(rng, batch=4, members=2):
+    return (rng.normal(size=(batch, members, 2)).astype(np.float32),
+            np.stack([rng.integers(0, 3, (batch, members)), rng.integers(0, 2, (batch, members))],
+                     axis=-1).astype(np.int32))
+
+
+def test_an_absent_member_changes_nothing(critic):
+    rng = np.random.default_rng(0)
+    obs, mask = group(rng)
+    cont, disc = actions(rng)
+    values = critic.value(obs, mask)
+    baselines = critic.baseline([o[:, 0] for o in obs], [o[:, 1:] for o in obs], cont, disc,
+                                mask[:, 1:])
+    # Whatever an absent slot holds (row 1's third member, row 2's second and third).
+    garbage = [o.copy() for o in obs]
+    garbage[0][1, 2], garbage[0][2, 1:] = 1e3, -7.0
+    garbage[1][2, 1:] = 0.9
+    cont2, disc2 = cont.copy(), disc.copy()
+    cont2[2], disc2[1, 1] = 5.0, [2, 1]
+    for name in values:
+        np.testing.assert_array_equal(critic.value(garbage, mask)[name], values[name])
+        np.testing.assert_array_equal(critic.baseline(
+            [o[:, 0] for o in garbage], [o[:, 1:] for o in garbage], cont2, disc2,
+            mask[:, 1:])[name], baselines[name])
+    # A present member does change V, and its action changes the baseline.
+    moved = [o.copy() for o in obs]
+    moved[0][0, 2] += 1.0
+    assert critic.value(moved, mask)["extrinsic"][0] != values["extrinsic"][0]
+    cont3 = cont.copy()
+    cont3[0, 0] += 1.0
+    assert critic.baseline([o[:, 0] for o in obs], [o[:, 1:] for o in obs], cont3, disc,
+                           mask[:, 1:])["extrinsic"][0] != baselines["extrinsic"][0]
+
+
+def test_member_order_changes_nothing(critic):
+    rng = np.random.default_rng(1)
+    obs, mask = group(rng)
+    cont, disc = actions(rng)
+    values = critic.value(obs, mask)
+    order = [2, 0, 1]
+    shuffled = critic.value([o[:, order] for o in obs], mask[:, order])
+    swap = [1, 0]
+    baselines = critic.baseline([o[:, 0] for o in obs], [o[:, 1:] for o in obs], cont, disc,
+                                np.ones((4, 2), np.float32))
+    swapped = critic.baseline([o[:, 0] for o in obs], [o[:, 1:][:, swap] for o in obs],
+                              cont[:, swap], disc[:, swap], np.ones((4, 2), np.float32))
+    for name in values:
+        np.testing.assert_allclose(shuffled[name], values[name], atol=1e-5)
+        np.testing.assert_allclose(swapped[name], baselines[name], atol=1e-5)
+
+
+def test_a_lone_member_and_the_member_count():
+    critic = POCACritic(SPECS[:1], ACTIONS, ["extrinsic"], hidden_units=8, num_layers=1)
+    obs = [np.ones((1, 2, 5), np.float32)]
+    one = critic.value(obs, np.array([[1, 0]], np.float32))["extrinsic"]
+    # The count 2n/max_n - 1 is an input: the same lone member reads differently once
+    # groups of three have been seen.
+    critic.observe_group_size(3)
+    assert float(critic.max_members.numpy()) == 3.0
+    critic.observe_group_size(2)  # never lowered
+    assert float(critic.max_members.numpy()) == 3.0
+    assert critic.value(obs, np.array([[1, 0]], np.float32))["extrinsic"] != one
+    # A baseline with no teammate present is the member alone.
+    alone = critic.baseline([obs[0][:, 0]], [obs[0][:, 1:]], np.zeros((1, 1, 2), np.float32),
+                            np.zeros((1, 1, 2), np.int32), np.zeros((1, 1), np.float32))
+    assert np.isfinite(alone["extrinsic"]).all()
+
+
+def test_heads_must_divide_the_units():
+    with pytest.raises(ValueError, match="do not split into 4 heads"):
+        ResidualSelfAttention(30)

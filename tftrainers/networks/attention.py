@@ -1,0 +1,105 @@
+"""Attention over a variable set of entities (MA-POCA's group members).
+
+    embed = EntityEmbedding(hidden_units)            # [B, N, F] -> [B, N, H]
+    attend = ResidualSelfAttention(hidden_units)     # + mask [B, N] (1 = present)
+    pooled = attend(embed(entities), mask)           # [B, H], mean over present entities
+
+Entities that are absent (a member that left its group, an empty slot of a smaller group)
+have mask 0: no present entity attends to them and the mean pool skips them, so they
+change nothing, whatever their inputs hold; and since attention and the mean are
+symmetric in the entities, their order changes nothing either (tests check both).
+"""
+from __future__ import annotations
+
+import math
+
+import keras
+import tensorflow as tf
+
+from tftrainers.networks.layers import kaiming_normal, swish
+
+# Logit given to an absent key: exp(-1e9 - max) is exactly 0 in float32.
+_ABSENT_LOGIT = -1.0e9
+_POOL_EPSILON = 1.0e-7
+
+
+def _small_gain(units: int) -> keras.initializers.Initializer:
+    """ML-Agents' initialisation of its attention and entity layers: kaiming normal with
+    gain sqrt(0.125 / units), which keeps the attention logits small at the start."""
+    return kaiming_normal(math.sqrt(0.125 / units))
+
+
+def layer_norm(x: tf.Tensor, epsilon: float = 1.0e-5) -> tf.Tensor:
+    """Normalises the last axis to mean 0 and variance 1 (no learned scale or shift)."""
+    mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+    return (x - mean) * tf.math.rsqrt(variance + epsilon)
+
+
+class EntityEmbedding(keras.layers.Layer):
+    """Dense + swish applied to every entity: [B, N, features] -> [B, N, units].
+
+    Args:
+        input_size: features per entity.
+        units: embedding size.
+    """
+
+    def __init__(self, input_size: int, units: int, name: str | None = None, **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.units = int(units)
+        self.dense = keras.layers.Dense(self.units, kernel_initializer=_small_gain(self.units),
+                                        name="dense")
+        self.dense.build((None, int(input_size)))
+        self.built = True
+
+    def call(self, entities: tf.Tensor) -> tf.Tensor:
+        return swish(self.dense(entities))
+
+
+class ResidualSelfAttention(keras.layers.Layer):
+    """Multi-head self-attention with a residual connection, then a masked mean pool.
+
+    x = norm(entities); out = norm(W_o MHA(W_q x, W_k x, W_v x; mask) + x);
+    pooled = sum_n out_n mask_n / sum_n mask_n.
+
+    Args:
+        units: entity embedding size (divisible by ``num_heads``).
+        num_heads: attention heads (ML-Agents: 4).
+    """
+
+    def __init__(self, units: int, num_heads: int = 4, name: str | None = None, **kwargs):
+        super().__init__(name=name, **kwargs)
+        if units % num_heads:
+            raise ValueError(f"attention: {units} units do not split into {num_heads} heads; "
+                             f"use hidden_units divisible by {num_heads}")
+        self.units, self.num_heads = int(units), int(num_heads)
+        for part in ("query", "key", "value", "out"):
+            dense = keras.layers.Dense(self.units, kernel_initializer=_small_gain(self.units),
+                                       name=part)
+            dense.build((None, self.units))
+            setattr(self, part, dense)
+        self.built = True
+
+    def _heads(self, x: tf.Tensor) -> tf.Tensor:
+        """[B, N, units] -> [B, heads, N, units / heads]."""
+        shape = tf.shape(x)
+        x = tf.reshape(x, [shape[0], shape[1], self.num_heads, self.units // self.num_heads])
+        return tf.transpose(x, [0, 2, 1, 3])
+
+    def call(self, entities: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+        """entities: [B, N, units]; mask: [B, N] float32, 1 = present. Returns [B, units].
+
+        A row without any present entity pools to zeros.
+        """
+        x = layer_norm(entities)
+        q, k, v = self._heads(self.query(x)), self._heads(self.key(x)), self._heads(self.value(x))
+        logits = tf.matmul(q, k, transpose_b=True) / math.sqrt(self.units // self.num_heads)
+        keys = mask[:, None, None, :]  # [B, 1, 1, N]
+        logits = logits * keys + _ABSENT_LOGIT * (1.0 - keys)
+        attended = tf.matmul(tf.nn.softmax(logits, axis=-1), v)  # [B, heads, N, d]
+        shape = tf.shape(entities)
+        attended = tf.reshape(tf.transpose(attended, [0, 2, 1, 3]),
+                              [shape[0], shape[1], self.units])
+        out = layer_norm(self.out(attended) + x)
+        present = mask[:, :, None]
+        return (tf.reduce_sum(out * present, axis=1)
+                / (tf.reduce_sum(present, axis=1) + _POOL_EPSILON))

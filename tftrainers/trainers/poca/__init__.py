@@ -1,0 +1,1 @@
+"""MA-POCA: ``POCATrainer`` (targets) and ``POCAOptimizer`` (losses, one compiled update)."""

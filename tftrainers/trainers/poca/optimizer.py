@@ -1,0 +1,171 @@
+"""POCAOptimizer: MA-POCA's losses on PPO's update machinery; owns the attention critic.
+
+    optimizer = POCAOptimizer(policy, trainer_settings)
+    estimates = optimizer.group_values(batch)        # values, baselines, bootstraps
+    stats = optimizer.update(buffer, step, rng)      # num_epoch passes, one compiled call
+
+Loss terms (Cohen et al. 2021; ML-Agents' ``poca/optimizer_torch.py``), per minibatch:
+    L_policy   = PPO's clipped surrogate with advantages A_i = G_t - b_i (normalised)
+    L_value    = mean_streams masked_mean( max((G - V)^2, (G - V_clip)^2) )
+    L_baseline = the same for b_i against the same returns G
+    loss       = L_policy + 0.5 (L_value + 0.5 L_baseline) - beta * entropy
+V(s) is the centralised value of every present member's observation, b_i the
+counterfactual baseline of member i's observation and its teammates' observations and
+actions (``networks.POCACritic``). Everything else (schedules, the fused Adam over actor
+and critic, learned reward signals stepping inside the same compiled loop, the non-finite
+guard, minibatch indices) is ``PPOOptimizer``'s, through its hooks.
+"""
+from __future__ import annotations
+
+from typing import Dict, NamedTuple, Sequence, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from tftrainers.acting import pad_rows
+from tftrainers.networks import POCACritic
+from tftrainers.processing import AgentBuffer, BufferKey, StreamField, stream_key, team_obs_key
+from tftrainers.tf_utils.compiled import CompiledFunction
+from tftrainers.trainers.ppo.optimizer import PPOBatch, PPOOptimizer, value_loss
+
+
+#: PPOBatch's fields (whatever PPO's update reads) plus the group's, [B, ...] per step with
+#: K teammate slots: team_obs (per spec [B, K, *shape]), team_continuous_action [B, K, c],
+#: team_discrete_action [B, K, branches] int32, team_mask [B, K] (1 = present),
+#: old_baselines (per stream [B]).
+POCABatch = NamedTuple("POCABatch", [*((name, object) for name in PPOBatch._fields),
+                                     ("team_obs", tuple), ("team_continuous_action", object),
+                                     ("team_discrete_action", object), ("team_mask", object),
+                                     ("old_baselines", tuple)])
+
+
+class GroupBatch(NamedTuple):
+    """What the critic reads for a batch of steps (NumPy), K teammate slots.
+
+    obs: per spec [n, *shape]; team_obs: per spec [n, K, *shape]; team_continuous
+    [n, K, c]; team_discrete [n, K, b]; team_mask [n, K].
+    """
+
+    obs: Sequence[np.ndarray]
+    team_obs: Sequence[np.ndarray]
+    team_continuous: np.ndarray
+    team_discrete: np.ndarray
+    team_mask: np.ndarray
+
+
+def group_inputs(obs: Sequence[tf.Tensor], team_obs: Sequence[tf.Tensor],
+                 team_mask: tf.Tensor):
+    """Every member's observations [B, 1 + K, *shape] (the agent first) and their mask."""
+    group_obs = [tf.concat([o[:, None], t], axis=1) for o, t in zip(obs, team_obs)]
+    mask = tf.concat([tf.ones_like(team_mask[:, :1]), team_mask], axis=1)
+    return group_obs, mask
+
+
+class POCAOptimizer(PPOOptimizer):
+    """PPOOptimizer with the POCA critic, baselines and loss (see the module docstring).
+
+    Args: as PPOOptimizer (``critic_runtime`` is unused: the critic's values are computed
+    in TensorFlow, once per update). Memory is not supported (the trainer refuses it).
+    """
+
+    LOSS_STAT_NAMES = ("Losses/Policy Loss", "Losses/Value Loss", "Losses/Baseline Loss",
+                       "Policy/Update Entropy")
+
+    def create_critic(self) -> POCACritic:
+        ns = self.settings.network_settings
+        spec = self.policy.spec
+        return POCACritic(spec.observation_specs, spec.action_spec, self.streams,
+                          ns.hidden_units, ns.num_layers, ns.normalize, ns.vis_encode_type)
+
+    def batch_signature(self) -> POCABatch:
+        spec, f32 = self.policy.spec, tf.float32
+        a = spec.action_spec
+        return POCABatch(
+            **super().batch_signature()._asdict(),
+            team_obs=tuple(tf.TensorSpec([None, None, *o.shape], f32)
+                           for o in spec.observation_specs),
+            team_continuous_action=tf.TensorSpec([None, None, a.continuous_size], f32),
+            team_discrete_action=tf.TensorSpec([None, None, a.discrete_size], tf.int32),
+            team_mask=tf.TensorSpec([None, None], f32),
+            old_baselines=tuple(tf.TensorSpec([None], f32) for _ in self.streams))
+
+    def setup_critic_values(self, critic_runtime: str) -> None:
+        self._critic_runner = None
+        spec, f32 = self.policy.spec, tf.float32
+        a = spec.action_spec
+        team = [tuple(tf.TensorSpec([None, None, *o.shape], f32) for o in spec.observation_specs),
+                tf.TensorSpec([None, None, a.continuous_size], f32),
+                tf.TensorSpec([None, None, a.discrete_size], tf.int32),
+                tf.TensorSpec([None, None], f32)]
+        own = tuple(tf.TensorSpec([None, *o.shape], f32) for o in spec.observation_specs)
+        # Once per update over thousands of steps: not worth an XLA compile per size.
+        self._estimates_fn = CompiledFunction(self._estimates, [own, *team],
+                                              jit_compile=False)
+        self._group_value_fn = CompiledFunction(self._group_value, [own, *team],
+                                                jit_compile=False)
+
+    def start_compile(self) -> None:
+        """Nothing ahead of time: the teammate slots are known once groups report, and
+        the first update compiles (one trace; XLA once per buffer capacity)."""
+
+    # --- compiled ---------------------------------------------------------------------------
+    def _update_step(self, batch: POCABatch, beta: tf.Tensor, epsilon: tf.Tensor):
+        critic = self.critic
+        mask = batch.loss_mask
+        with tf.GradientTape() as tape:
+            p_loss, entropy = self.actor_terms(batch, epsilon)
+            group_obs, group_mask = group_inputs(batch.obs, batch.team_obs, batch.team_mask)
+            values = critic.value(group_obs, group_mask)
+            baselines = critic.baseline(batch.obs, batch.team_obs, batch.team_continuous_action,
+                                        batch.team_discrete_action, batch.team_mask)
+            v_loss = value_loss([values[k] for k in self.streams], batch.old_values,
+                                batch.returns, epsilon, mask, clip=self.hp.clip_value)
+            b_loss = value_loss([baselines[k] for k in self.streams], batch.old_baselines,
+                                batch.returns, epsilon, mask, clip=self.hp.clip_value)
+            loss = p_loss + 0.5 * (v_loss + 0.5 * b_loss) - beta * entropy
+        self.optimizer.apply_gradients(zip(tape.gradient(loss, self.variables), self.variables))
+        return {"Losses/Policy Loss": tf.abs(p_loss), "Losses/Value Loss": v_loss,
+                "Losses/Baseline Loss": b_loss, "Policy/Update Entropy": entropy}
+
+    def _estimates(self, obs, team_obs, team_continuous, team_discrete, team_mask):
+        group_obs, group_mask = group_inputs(obs, team_obs, team_mask)
+        values = self.critic.value(group_obs, group_mask)
+        baselines = self.critic.baseline(obs, team_obs, team_continuous, team_discrete,
+                                         team_mask)
+        return values, baselines
+
+    def _group_value(self, obs, team_obs, team_continuous, team_discrete, team_mask):
+        del team_continuous, team_discrete  # the value reads observations only
+        return self.critic.value(*group_inputs(obs, team_obs, team_mask))
+
+    # --- Python side --------------------------------------------------------------------------
+    def estimates(self, batch: GroupBatch) -> Tuple[Dict[str, np.ndarray], Dict[str, np.ndarray]]:
+        """V(group) and b_i of every step: ({stream: [n]}, {stream: [n]})."""
+        values, baselines = self._estimates_fn(*self._args(batch))
+        return ({k: v.numpy() for k, v in values.items()},
+                {k: v.numpy() for k, v in baselines.items()})
+
+    def group_value(self, batch: GroupBatch) -> Dict[str, np.ndarray]:
+        """V(group) only (bootstraps from the observations after a trajectory)."""
+        return {k: v.numpy() for k, v in self._group_value_fn(*self._args(batch)).items()}
+
+    @staticmethod
+    def _args(batch: GroupBatch):
+        return (list(batch.obs), list(batch.team_obs), batch.team_continuous,
+                batch.team_discrete, batch.team_mask)
+
+    def observe_group_size(self, members: int) -> None:
+        """The largest group in a batch (the critic's member-count normaliser)."""
+        self.critic.observe_group_size(members)
+
+    def make_batch(self, buffer: AgentBuffer, capacity: int) -> POCABatch:
+        ppo: PPOBatch = super().make_batch(buffer, capacity)
+        n_obs = len(self.policy.spec.observation_specs)
+        return POCABatch(
+            **ppo._asdict(),
+            team_obs=tuple(pad_rows(buffer[team_obs_key(i)], capacity) for i in range(n_obs)),
+            team_continuous_action=pad_rows(buffer[BufferKey.TEAM_CONTINUOUS_ACTION], capacity),
+            team_discrete_action=pad_rows(buffer[BufferKey.TEAM_DISCRETE_ACTION], capacity),
+            team_mask=pad_rows(buffer[BufferKey.TEAM_MASK], capacity),
+            old_baselines=tuple(pad_rows(buffer[stream_key(StreamField.BASELINES, s)], capacity)
+                                for s in self.streams))
