@@ -384,8 +384,7 @@ class TrainerSettings(_Settings):
         "Self-play settings; null for none.", None,
         inert="tftrainers has no self-play (adversarial) trainer yet")
     behavioral_cloning: Optional[BehavioralCloningSettings] = _opt(
-        "Behavioral cloning from demonstrations; null for none.", None,
-        inert="behavioral cloning inside PPO is not in this version yet")
+        "Behavioral cloning from demonstrations; null for none.", None)
 
     _ignored = MappingProxyType({"framework": "ML-Agents deprecated it; TensorFlow is used"})
     _relations = (("network_settings.memory.sequence_length", "<=",
