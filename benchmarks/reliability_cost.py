@@ -118,6 +118,7 @@ def update_cost(workdir: str, calls: int = 100) -> dict:
         return update(buffer, step, rng)
     trainers[True].optimizer.update = capture
     manager = trainers[True].create_agent_manager(env)
+    trainers[True].subscribe(manager)
     env.reset()
     while "buffer" not in captured:
         decision, terminal = env.get_steps(name)
