@@ -39,20 +39,24 @@ as in-process.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import multiprocessing
 import os
 import secrets
 import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
-from multiprocessing.connection import Client, Listener, wait
+from multiprocessing.connection import Listener, wait
 from typing import Dict, List, Optional
 
 import numpy as np
 
 from tftrainers.acting.actor import WeightUpdate
-from tftrainers.acting.workers import BehaviorSetup, WorkerSetup, run_worker, worker_seed
+from tftrainers.acting.workers import BehaviorSetup, WorkerSetup, worker_seed
 from tftrainers.envs.checks import EnvDataError
 from tftrainers.processing import EpisodeStats, Trajectory
 
@@ -118,26 +122,33 @@ class WorkerManager:
 
 
 class ProcessLauncher:
-    """Starts workers as local processes (``spawn``: a fresh interpreter without the
-    learner's TensorFlow and threads)."""
+    """Starts workers as local processes: a fresh interpreter each (``python -m
+    tftrainers.acting.workers``), without the learner's TensorFlow and threads, and a
+    direct child of the learner with nothing else in between."""
 
     host = "127.0.0.1"
     kind = "worker process"
 
     def start(self, address, authkey: bytes, index: int, serial: int):
-        process = multiprocessing.get_context("spawn").Process(
-            target=run_worker, args=(address, authkey, index, serial), daemon=True,
-            name=f"tftrainers-worker-{index}")
-        process.start()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tftrainers.acting.workers", str(address[0]),
+             str(address[1]), str(index), str(serial)], stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, close_fds=True)
+        try:
+            process.stdin.write(json.dumps({"authkey": authkey.hex(),
+                                            "sys_path": sys.path}).encode() + b"\n")
+            process.stdin.close()
+        except OSError:
+            pass  # it died at once: exit_cause says how
         return process
 
     @staticmethod
     def exit_cause(process) -> Optional[str]:
         """None while it runs; else how it ended, in words."""
-        if process.is_alive():
+        code = process.poll()
+        if code is None:
             return None
-        code = process.exitcode
-        if code is not None and code < 0:
+        if code < 0:
             try:
                 return f"its process was killed by {signal.Signals(-code).name}"
             except ValueError:
@@ -147,10 +158,11 @@ class ProcessLauncher:
     @staticmethod
     def stop(process, timeout: float) -> None:
         """Waits up to ``timeout`` s for the process to end, then kills it."""
-        process.join(max(timeout, 0.0))
-        if process.is_alive():
+        try:
+            process.wait(max(timeout, 0.0))
+        except subprocess.TimeoutExpired:
             process.kill()
-            process.join(5.0)
+            process.wait()
 
     def close(self) -> None:
         pass
@@ -317,9 +329,9 @@ class WorkerPool:
                 self.launcher.stop(slot.handle, deadline - time.monotonic())
         for conn in conns:
             conn.close()
-        try:  # wakes the accept thread, which then sees _closing
-            Client(self.address, authkey=self._authkey).close()
-        except (OSError, EOFError, multiprocessing.AuthenticationError):
+        try:  # wakes an accept thread waiting in accept(), which then sees _closing
+            socket.create_connection(self.address, timeout=1.0).close()
+        except OSError:
             pass
         self._listener.close()
         for thread in self._threads:
@@ -482,13 +494,15 @@ class WorkerPool:
             conn.close()
         self.launcher.stop(slot.handle, 0.0)
         slot.restarts += 1
-        self.restarts += 1
-        name = f"env worker {slot.index} ({self.launcher.kind}, {self.env_id})"
+        name = f"env worker {slot.index} ({self.launcher.kind} of {self.env_id})"
+        if cause.startswith(self.env_id):  # the env's own line names it already
+            name = f"env worker {slot.index} ({self.launcher.kind})"
         if slot.restarts > self.max_restarts:
             raise WorkerFailed(f"{name} failed {slot.restarts} times, more than "
                                f"env_settings.max_worker_restarts ({self.max_restarts}); "
                                f"last: {cause}")
         self._launch(slot)
+        self.restarts += 1
         self.log(f"[WARNING] {name}: {cause}; restarted with a fresh env and seed {slot.seed}, "
                  f"its unfinished trajectories dropped (restart {slot.restarts} of "
                  f"{self.max_restarts})")

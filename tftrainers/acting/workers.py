@@ -256,3 +256,19 @@ class RayWorkerHost:
 
 __all__ = ["BehaviorSetup", "HEARTBEAT_S", "RayWorkerHost", "WorkerSetup", "run_worker",
            "worker_seed"]
+
+
+def main() -> None:
+    """``python -m tftrainers.acting.workers HOST PORT INDEX SERIAL``: a worker process.
+    Its standard input holds one JSON line: ``{"authkey": hex, "sys_path": [...]}`` (the
+    learner's import path, so envs importable there import here too)."""
+    import json
+    import sys
+    host, port, index, serial = sys.argv[1:5]
+    given = json.loads(sys.stdin.readline())
+    sys.path[:] = given["sys_path"]
+    run_worker((host, int(port)), bytes.fromhex(given["authkey"]), int(index), int(serial))
+
+
+if __name__ == "__main__":
+    main()
