@@ -1,4 +1,5 @@
 """Env workers: faults are survived, trajectories never mix envs, no process is left behind."""
+import json
 import os
 import re
 import signal
@@ -183,3 +184,21 @@ def test_ctrl_c_and_sigterm_stop_every_worker_and_save(tmp_path, signum):
             os.killpg(process.pid, signal.SIGKILL)
     assert f"Interrupted by {signal.Signals(signum).name}: checkpoints saved" in out
     assert in_session(process.pid) == []
+
+
+@pytest.mark.ray
+def test_a_short_ray_run_trains_basic_to_its_target(tmp_path, capsys):
+    pytest.importorskip("ray")
+    from tftrainers.cli import evaluate_main
+    results = str(tmp_path / "r")
+    assert learn_main([os.path.join(ROOT, "configs/ppo/Basic.yaml"), "--run-id", "ray",
+                       "--results-dir", results, "--num-envs", "2", "--ray-address", "auto",
+                       "--seed", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "[INFO] Env workers: 2 x Ray actor, one builtin:Basic instance each" in out
+    assert evaluate_main(["builtin:Basic", "--policy", os.path.join(results, "ray"),
+                          "--episodes", "50", "--seed", "5"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["mean_reward"] >= 0.9  # the config's target (random play: about 0.1)
+    import ray
+    assert not ray.is_initialized()  # the local cluster this run started is shut down
