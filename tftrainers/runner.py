@@ -308,29 +308,23 @@ def _loop(env, managers, trainers, stop, env_id: str = "the environment") -> Non
             step).
         NonFiniteUpdateError: an update was refused (prefixed with its behavior).
     """
+    from tftrainers.acting import EnvCallError, step_env
     from tftrainers.envs.checks import EnvDataError
     from tftrainers.trainers.finite import NonFiniteUpdateError
     items = list(trainers.items())
     env_step = 0
-    # Which env call is running (None: our code): a store per call instead of a wrapper.
+    # Which env call raised (None: our code).
     calling = "reset()"
     behavior = None
     try:
         env.reset()
         calling = None
         while not stop.requested and not all(t.done for t in trainers.values()):
-            for name, manager in managers.items():
-                calling = "get_steps()"
-                decision, terminal = env.get_steps(name)
-                calling = None
-                actions = manager.step(decision, terminal)  # checks the data first
-                if len(decision):
-                    calling = "set_actions()"
-                    env.set_actions(name, actions)
-                    calling = None
-            calling = "step()"
-            env.step()
-            calling = None
+            try:
+                step_env(env, managers)
+            except EnvCallError as error:
+                calling = error.call
+                raise error.error from error
             env_step += 1
             for behavior, trainer in items:
                 trainer.advance()

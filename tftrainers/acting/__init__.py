@@ -3,8 +3,8 @@ agent memories) turns env steps into trajectories on a queue and takes the learn
 back as a flat vector with a version. No TensorFlow here, so acting can run anywhere.
 """
 from tftrainers.acting.actor import ActLayout, Actor, WeightUpdate, bucket, pad_rows
-from tftrainers.acting.agent_manager import ActingStats, AgentManager
+from tftrainers.acting.agent_manager import ActingStats, AgentManager, EnvCallError, step_env
 from tftrainers.acting.onnx_program import OnnxProgram, OnnxRunner, WeightInput
 
-__all__ = ["ActLayout", "ActingStats", "Actor", "AgentManager", "OnnxProgram", "OnnxRunner",
-           "WeightInput", "WeightUpdate", "bucket", "pad_rows"]
+__all__ = ["ActLayout", "ActingStats", "Actor", "AgentManager", "EnvCallError", "OnnxProgram", "OnnxRunner",
+           "WeightInput", "WeightUpdate", "bucket", "pad_rows", "step_env"]

@@ -36,7 +36,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 import numpy as np
 
 from tftrainers.acting.actor import Actor, WeightUpdate
-from tftrainers.acting.agent_manager import AgentManager
+from tftrainers.acting.agent_manager import AgentManager, EnvCallError, step_env
 from tftrainers.acting.onnx_program import OnnxProgram, OnnxRunner
 from tftrainers.envs.base import BehaviorSpec
 from tftrainers.processing import Trajectory
@@ -187,18 +187,11 @@ class _Worker:
                     self.wake.wait(setup.heartbeat_s)
                     self.wake.clear()
                     continue
-                for name, manager in managers.items():
-                    calling = "get_steps()"
-                    decision, terminal = env.get_steps(name)
-                    calling = None
-                    actions = manager.step(decision, terminal)
-                    if len(decision):
-                        calling = "set_actions()"
-                        env.set_actions(name, actions)
-                        calling = None
-                calling = "step()"
-                env.step()
-                calling = None
+                try:
+                    step_env(env, managers)
+                except EnvCallError as error:
+                    calling = error.call
+                    raise error.error from error
                 env_step += 1
                 for name, manager in managers.items():
                     for item in manager.queue.drain():
