@@ -1,11 +1,14 @@
 """Env workers against in-process stepping, side by side: steps per second of training.
 
     python benchmarks/workers.py [--rounds 1] [--ball3d-steps 36000] [--cartpole-steps 30000]
+                                 [--no-updates]
 
 Each variant is one ``tftrainers-learn`` run (its own process, ``--seed 0``); the variants
 run one after another in each round, so the VM's drift falls on all of them alike. The
 figure is the trainer's steps (agent steps received) over its ``Time Elapsed`` at the last
-summary, start-up and TensorFlow import excluded, compile and updates included.
+summary, start-up and TensorFlow import excluded, compile and updates included. With
+``--no-updates`` the buffer is larger than the run, so nothing updates: the figure is then
+what the env, the acting and the transport deliver (env-limited throughput).
 
 - ``builtin:Ball3D`` with ``step_latency_ms=5`` (each env step of an instance takes 5 ms,
   as a game engine's frame; 12 agents an instance), ``configs/ppo/Ball3D.yaml``:
@@ -32,10 +35,12 @@ CONFIGS = os.path.join(HERE, "..", "configs", "ppo")
 SUMMARY = re.compile(r"Step: (\d+)\. Time Elapsed: ([\d.]+) s")
 
 
-def config_file(folder: str, name: str, max_steps: int) -> str:
+def config_file(folder: str, name: str, max_steps: int, no_updates: bool = False) -> str:
     with open(os.path.join(CONFIGS, name)) as fh:
         config = yaml.safe_load(fh)
     for behavior in config["behaviors"].values():
+        if no_updates:
+            behavior["hyperparameters"]["buffer_size"] = 10 * max_steps
         behavior["max_steps"] = max_steps
         behavior["summary_freq"] = max(max_steps // 3, 1)
         behavior["checkpoint_interval"] = 10 * max_steps
@@ -65,10 +70,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--ball3d-steps", type=int, default=36000)
     parser.add_argument("--cartpole-steps", type=int, default=30000)
+    parser.add_argument("--no-updates", action="store_true",
+                        help="a buffer larger than the run: stepping and acting only")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        ball = config_file(folder, "Ball3D.yaml", args.ball3d_steps)
-        cart = config_file(folder, "CartPole.yaml", args.cartpole_steps)
+        ball = config_file(folder, "Ball3D.yaml", args.ball3d_steps, args.no_updates)
+        cart = config_file(folder, "CartPole.yaml", args.cartpole_steps, args.no_updates)
         slow5, slow1 = ["step_latency_ms=5"], ["step_latency_ms=1"]
         variants = [
             ("Ball3D 5 ms", "inline, 1 instance", ball, slow5, 1, "inline"),
@@ -88,7 +95,8 @@ def main() -> None:
                 figures[(env, label)].append(rate)
                 print(f"round {round_}: {env}, {label}: {rate:.0f} steps/s", flush=True)
     print(f"\n2 shared CPU cores (other jobs running); {args.rounds} round(s), every run "
-          f"listed; ratio: mean over the first variant of the same env.")
+          f"listed; ratio: mean over the first variant of the same env"
+          f"{'; no updates' if args.no_updates else ''}.")
     print("| env | variant | steps/s (each run) | ratio |")
     print("|---|---|---|---|")
     base = {}
