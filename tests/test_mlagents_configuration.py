@@ -24,10 +24,10 @@ def expected_notes(path):
         "here: no environment here has goal-signal observations for it to condition on",
         "behaviors.Ball3D.reward_signals.extrinsic.network_settings is accepted but has no "
         "effect here: the extrinsic reward has no network (ML-Agents ignores it too)",
-        "env_settings.base_port, env_settings.timeout_wait, env_settings.max_lifetime_restarts, "
+        "env_settings.base_port, env_settings.max_lifetime_restarts, "
         "env_settings.restarts_rate_limit_n, env_settings.restarts_rate_limit_period_s are "
-        "accepted but have no effect here: Unity player settings (port, start-up wait, crash "
-        "restarts); built-in and gym environments run inside this process",
+        "accepted but have no effect here: Unity player settings (port, crash restart rate "
+        "limits); env workers here restart as env_settings.max_worker_restarts says",
         "engine_settings is accepted but has no effect here: Unity player settings (window, "
         "quality, time scale, frame rates, graphics); built-in and gym environments have no "
         "player",

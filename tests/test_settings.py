@@ -311,9 +311,9 @@ def test_keys_without_effect_get_one_note_line_per_reason(tmp_path):
         f"{b}reward_signals.curiosity.network_settings.hidden_units",
         path + f"{b}self_play is accepted but has no effect here: tftrainers has no self-play "
         f"(adversarial) trainer yet",
-        path + "env_settings.base_port, env_settings.timeout_wait are accepted but have no "
-        "effect here: Unity player settings (port, start-up wait, crash restarts); built-in "
-        "and gym environments run inside this process",
+        path + "env_settings.base_port is accepted but has no effect here: Unity player "
+        "settings (port, crash restart rate limits); env workers here restart as "
+        "env_settings.max_worker_restarts says",
         path + "engine_settings is accepted but has no effect here: Unity player settings "
         "(window, quality, time scale, frame rates, graphics); built-in and gym environments "
         "have no player",

@@ -192,8 +192,16 @@ def learn_main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--inference", action="store_true", default=None,
                         help="run the policy without training it")
     parser.add_argument("--num-envs", type=int, default=None,
-                        help="environment instances (built-in and gym envs: one env with "
-                             "NUM_ENVS x NUM_AREAS areas)")
+                        help="environment instances (inline: one env with NUM_ENVS x "
+                             "NUM_AREAS areas; with workers: one instance per worker)")
+    parser.add_argument("--workers", choices=("auto", "inline", "process"), default=None,
+                        help="where the instances step (env_settings.workers; auto: worker "
+                             "processes when NUM_ENVS > 1 and the env is slow)")
+    parser.add_argument("--ray-address", default=None, metavar="auto|HOST:PORT",
+                        help="run the env workers as Ray actors (auto: the running cluster, "
+                             "else a local one)")
+    parser.add_argument("--timeout-wait", type=int, default=None, metavar="SECONDS",
+                        help="restart an env worker silent this long (default 60)")
     parser.add_argument("--num-areas", type=int, default=None,
                         help="training areas per instance (built-in envs)")
     parser.add_argument("--seed", type=int, default=None, help="random seed (-1: random)")
@@ -204,7 +212,7 @@ def learn_main(argv: Optional[List[str]] = None) -> int:
     try:
         overrides = {key: getattr(args, key) for key in (
             "env_path", "run_id", "resume", "force", "initialize_from", "inference", "num_envs",
-            "num_areas", "seed", "results_dir")}
+            "num_areas", "seed", "results_dir", "workers", "ray_address", "timeout_wait")}
         if args.env_args is not None:
             overrides["env_args"] = parse_env_args(args.env_args)
         options = load_run_options(args.config, overrides)

@@ -51,6 +51,67 @@ def make_env(options: RunOptions, seed: int):
                 **(es.env_args or {}))
 
 
+#: ``workers: auto`` runs ``num_envs > 1`` instances in worker processes when one step of
+#: one instance takes this long or longer (benchmarks/workers.py: below it, stepping the
+#: instances inline, as one env of more areas, is faster).
+SLOW_STEP_MS = 1.0
+
+
+def make_env_instance(options: RunOptions, seed: int):
+    """One instance of the environment (what each env worker runs)."""
+    from tftrainers.envs import make
+    es = options.env_settings
+    if not es.env_path:
+        raise ConfigError("no environment: set env_settings.env_path in the config or pass "
+                          "--env builtin:NAME / gym:ID / pettingzoo:MODULE.ENV")
+    return make(es.env_path, seed=seed, num_areas=es.num_areas, **(es.env_args or {}))
+
+
+def measure_step_ms(env, steps: int = 10, budget_s: float = 0.5) -> float:
+    """Median milliseconds of ``env.step()`` (zero actions), over up to ``steps`` steps or
+    ``budget_s`` seconds."""
+    import time
+    env.reset()
+    times = []
+    while len(times) < steps and sum(times) < budget_s:
+        for name, spec in env.behavior_specs.items():
+            decision, _ = env.get_steps(name)
+            if len(decision):
+                env.set_actions(name, spec.action_spec.empty_action(len(decision)))
+        start = time.perf_counter()
+        env.step()
+        times.append(time.perf_counter() - start)
+    return 1000.0 * sorted(times)[len(times) // 2]
+
+
+def open_env(options: RunOptions, seed: int):
+    """The env the learner's process holds, and where the env instances step.
+
+    Returns:
+        (env, mode): mode "inline" (``env`` is the whole env, stepped by the learner's
+        loop), "process" or "ray" (``env`` is one instance, for the behavior specs; the
+        ``num_envs`` instances run in env workers).
+    """
+    es = options.env_settings
+    if es.ray_address or es.workers == "process":
+        if options.tf_settings.act_runtime != "onnxruntime":
+            raise ConfigError(f"tf_settings.act_runtime: {options.tf_settings.act_runtime} "
+                              f"cannot act in env workers (they run no TensorFlow); allowed "
+                              f"with workers: onnxruntime, or env_settings.workers: inline")
+        return make_env_instance(options, seed), "ray" if es.ray_address else "process"
+    if (es.workers == "auto" and es.num_envs > 1
+            and options.tf_settings.act_runtime == "onnxruntime"):
+        probe = make_env_instance(options, seed)
+        try:
+            if measure_step_ms(probe) >= SLOW_STEP_MS:
+                return probe, "process"
+        except BaseException:
+            probe.close()
+            raise
+        probe.close()
+    return make_env(options, seed), "inline"
+
+
 def resolve_seed(options: RunOptions) -> int:
     seed = options.env_settings.seed
     if seed == -1:  # as ML-Agents: a random seed, recorded in configuration.yaml
@@ -76,7 +137,7 @@ def run_training(options: RunOptions, log=print) -> int:
     """
     with stop_signals("tftrainers-learn") as stop:
         seed = resolve_seed(options)
-        env = make_env(options, seed)
+        env, mode = open_env(options, seed)
         try:
             settings = {name: options.settings_for(name) for name in sorted(env.behavior_specs)}
             # Checked, locked, cleared with --force: before TensorFlow, so a refusal is quick.
@@ -91,7 +152,7 @@ def run_training(options: RunOptions, log=print) -> int:
                     raise RunError(f"{error.filename or folder.path}: cannot write the run "
                                    f"folder ({error.strerror or error})") from None
                 _configure_tensorflow(options, log)
-                return _run(options, folder, env, settings, seed, stop, log)
+                return _run(options, folder, env, mode, settings, seed, stop, log)
             finally:
                 folder.close()
         finally:
@@ -122,7 +183,8 @@ def _configure_tensorflow(options: RunOptions, log) -> None:
             pass
 
 
-def _run(options: RunOptions, folder: RunFolder, env, settings, seed: int, stop, log) -> int:
+def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed: int, stop,
+         log) -> int:
     import numpy as np
     from tftrainers.runs import check_compatible
     from tftrainers.trainers.registry import create_trainer
@@ -160,19 +222,37 @@ def _run(options: RunOptions, folder: RunFolder, env, settings, seed: int, stop,
                 trainers[name].initialize_from(os.path.join(cs.results_dir, cs.initialize_from))
             elif settings[name].init_path:
                 trainers[name].initialize_from(settings[name].init_path)
-        managers = {}
-        for name, trainer in trainers.items():
-            managers[name] = trainer.create_agent_manager(env)
-            trainer.subscribe(managers[name])
-        _connect_imitation(env, trainers, managers)
+        managers, pool = {}, None
+        if mode == "inline":
+            for name, trainer in trainers.items():
+                managers[name] = trainer.create_agent_manager(env)
+                trainer.subscribe(managers[name])
+            _connect_imitation(env, trainers, managers)
+        else:
+            imitating = [n for n, t in settings.items() if t.trainer_type == "bc"]
+            if imitating:
+                raise ConfigError(f"behaviors.{imitating[0]}: trainer_type bc runs its teacher "
+                                  f"in the learner's process; use env_settings.workers: inline "
+                                  f"(env workers run ppo and poca behaviors)")
         log(f"[INFO] Run '{cs.run_id}': results in {run_dir}; behaviors "
             f"{', '.join(trainers)} on {options.env_settings.env_path} (seed {seed}).")
-        stop.defer()  # from here a signal stops the loop, and everything saves
         try:
-            # Finite data whose sums overflow (rewards of 1e38) end in a refused update,
-            # named in one line; NumPy's warnings on the way would only be noise.
-            with np.errstate(over="ignore", invalid="ignore"):
-                _loop(env, managers, trainers, stop, options.env_settings.env_path)
+            try:
+                if mode != "inline":
+                    env.close()  # it gave the specs; the workers run their own instances
+                    pool = _start_workers(options, mode, seed, trainers, log)
+                stop.defer()  # from here a signal stops the loop, and everything saves
+                # Finite data whose sums overflow (rewards of 1e38) end in a refused update,
+                # named in one line; NumPy's warnings on the way would only be noise.
+                with np.errstate(over="ignore", invalid="ignore"):
+                    if pool is None:
+                        _loop(env, managers, trainers, stop, options.env_settings.env_path)
+                    else:
+                        _loop_workers(pool, trainers, stop)
+            finally:
+                if pool is not None:
+                    pool.close()  # before saving: no worker outlives a failed save
+                    log(_workers_summary(pool))
         except Exception as error:  # pylint: disable=broad-except
             # Whatever stopped the loop, what was trained is saved first.
             notes = _save_all(trainers, log)
@@ -210,12 +290,13 @@ def _failure(error: Exception, notes: str) -> Exception:
     from tftrainers.envs.checks import EnvDataError
     from tftrainers.export.artifacts import ExportWriteError
     from tftrainers.trainers.finite import NonFiniteUpdateError
+    from tftrainers.acting.worker_pool import WorkerFailed
     if isinstance(error, OSError):
         return RunError(f"{error.filename or 'the run folder'}: cannot be written "
                         f"({error.strerror or error}); {notes}")
     if isinstance(error, (CheckpointError, ExportWriteError)):
         return RunError(f"{error}; {notes}")
-    if isinstance(error, (EnvStepError, EnvDataError, NonFiniteUpdateError)):
+    if isinstance(error, (EnvStepError, EnvDataError, NonFiniteUpdateError, WorkerFailed)):
         return RunFailed(f"{error}; {notes}")
     reason = (str(error).strip().splitlines() or [""])[0][:300]
     return RunFailed(f"internal error {type(error).__name__}: {reason}; {notes} (--debug "
@@ -250,29 +331,23 @@ def _loop(env, managers, trainers, stop, env_id: str = "the environment") -> Non
             step).
         NonFiniteUpdateError: an update was refused (prefixed with its behavior).
     """
+    from tftrainers.acting import EnvCallError, step_env
     from tftrainers.envs.checks import EnvDataError
     from tftrainers.trainers.finite import NonFiniteUpdateError
     items = list(trainers.items())
     env_step = 0
-    # Which env call is running (None: our code): a store per call instead of a wrapper.
+    # Which env call raised (None: our code).
     calling = "reset()"
     behavior = None
     try:
         env.reset()
         calling = None
         while not stop.requested and not all(t.done for t in trainers.values()):
-            for name, manager in managers.items():
-                calling = "get_steps()"
-                decision, terminal = env.get_steps(name)
-                calling = None
-                actions = manager.step(decision, terminal)  # checks the data first
-                if len(decision):
-                    calling = "set_actions()"
-                    env.set_actions(name, actions)
-                    calling = None
-            calling = "step()"
-            env.step()
-            calling = None
+            try:
+                step_env(env, managers)
+            except EnvCallError as error:
+                calling = error.call
+                raise error.error from error
             env_step += 1
             for behavior, trainer in items:
                 trainer.advance()
@@ -287,3 +362,70 @@ def _loop(env, managers, trainers, stop, env_id: str = "the environment") -> Non
         reason = (str(error).strip().splitlines() or [""])[0][:300]
         raise EnvStepError(f"{env_id} raised {type(error).__name__} in {calling} at env step "
                            f"{env_step}: {reason} (--debug shows its traceback)") from error
+
+
+def _start_workers(options: RunOptions, mode: str, seed: int, trainers, log):
+    """Starts ``num_envs`` env workers (processes or Ray actors) acting for every trainer."""
+    from tftrainers.acting.worker_pool import ProcessLauncher, RayLauncher, WorkerPool
+    from tftrainers.tf_utils.onnx_function import OnnxExportError
+    es = options.env_settings
+    behaviors = {}
+    for name, trainer in trainers.items():
+        try:
+            behaviors[name] = trainer.acting_setup()
+        except OnnxExportError as error:
+            raise RunError(f"{name}: env workers act with the ONNX act graph, which did not "
+                           f"convert ({str(error).splitlines()[0]}); use env_settings.workers: "
+                           f"inline") from None
+    if mode == "ray":
+        try:
+            launcher = RayLauncher(es.ray_address, es.num_envs)
+        except ConnectionError as error:
+            raise RunError(str(error)) from None
+    else:
+        launcher = ProcessLauncher()
+    pool = WorkerPool(launcher, es.env_path, es.env_args, es.num_areas, es.num_envs, seed,
+                      behaviors, timeout_wait=es.timeout_wait,
+                      max_restarts=es.max_worker_restarts, log=log)
+    try:
+        for name, trainer in trainers.items():
+            for manager in pool.managers[name]:
+                trainer.subscribe(manager)
+        pool.start()
+    except BaseException:
+        pool.close()
+        raise
+    log(f"[INFO] Env workers: {es.num_envs} x {launcher.kind}, one {es.env_path} instance "
+        f"each, acting inside.")
+    return pool
+
+
+def _workers_summary(pool) -> str:
+    line = (f"[INFO] Env workers: {pool.env_steps} env steps, {pool.restarts} "
+            f"restart{'' if pool.restarts == 1 else 's'}")
+    if pool.stale_steps:
+        line += (f", {pool.stale_steps} steps dropped as acted by weights more than one "
+                 f"version old")
+    return line + "."
+
+
+def _loop_workers(pool, trainers, stop) -> None:
+    """The learner's loop while env workers step: restart failed workers, let each trainer
+    take what arrived (never waiting for a slow worker), until done or a stop signal.
+
+    Raises:
+        EnvDataError: a worker's env sent bad data (the line names the env and env step).
+        WorkerFailed: a worker failed more than ``max_worker_restarts`` times.
+        NonFiniteUpdateError: an update was refused (prefixed with its behavior).
+    """
+    from tftrainers.trainers.finite import NonFiniteUpdateError
+    behavior = None
+    try:
+        while not stop.requested and not all(t.done for t in trainers.values()):
+            pool.check()
+            for behavior, trainer in trainers.items():
+                trainer.advance()
+            behavior = None
+            pool.wait(0.05)
+    except NonFiniteUpdateError as error:
+        raise NonFiniteUpdateError(f"{behavior}: {error}") from error

@@ -431,8 +431,8 @@ def _parse_env_args(value: Any, path: str, source: str) -> Any:
     return dict(items)
 
 
-_UNITY_PLAYER = ("Unity player settings (port, start-up wait, crash restarts); built-in and "
-                 "gym environments run inside this process")
+_UNITY_PLAYER = ("Unity player settings (port, crash restart rate limits); env workers here "
+                 "restart as env_settings.max_worker_restarts says")
 
 
 @dataclass(kw_only=True)
@@ -447,14 +447,24 @@ class EnvironmentSettings(_Settings):
     base_port: int = _opt("First port for Unity environments.", 5005, ge=1, le=65535,
                           inert=_UNITY_PLAYER)
     num_envs: int = _opt(
-        "Environment instances stepped together; their agents share one policy call (an "
-        "in-process env that vectorises, built-in or gym, is built once with num_envs x "
-        "num_areas areas instead).", 1, ge=1)
+        "Environment instances: inline, one env of num_envs x num_areas areas (built-in, gym "
+        "and pettingzoo envs vectorise); with workers, one instance per worker.", 1, ge=1)
+    workers: str = _opt(
+        "Where the num_envs instances step: inline (in the learner's process), process (one "
+        "worker process each, acting inside it) or auto (processes when num_envs > 1 and a "
+        "step of one instance takes 1 ms or more, measured at start-up).", "auto",
+        choices=("auto", "inline", "process"))
+    ray_address: Optional[str] = _opt(
+        "Run the env workers as actors on a Ray cluster: auto (the running cluster, or a "
+        "local one) or HOST:PORT; null: no Ray.", None)
+    max_worker_restarts: int = _opt(
+        "Times one env worker is restarted after it raised, crashed or hung before the run "
+        "stops.", 5, ge=0)
     num_areas: Optional[int] = _opt(
         "Training areas per environment copy (null: the environment's own default).", None,
         ge=1)
-    timeout_wait: int = _opt("Seconds to wait for a Unity environment to answer.", 60, ge=1,
-                             inert=_UNITY_PLAYER)
+    timeout_wait: int = _opt("Seconds an env worker may go without answering before it is "
+                             "restarted.", 60, ge=1)
     seed: int = _opt("Random seed (-1: pick one at random).", -1)
     max_lifetime_restarts: int = _opt("Crashes an environment may restart from (-1: no limit).",
                                       10, ge=-1, inert=_UNITY_PLAYER)
@@ -462,6 +472,17 @@ class EnvironmentSettings(_Settings):
                                       1, ge=-1, inert=_UNITY_PLAYER)
     restarts_rate_limit_period_s: int = _opt("Length of the restart rate-limit period (s).",
                                              60, ge=0, inert=_UNITY_PLAYER)
+
+    def _validate(self, fail):
+        address = self.ray_address
+        if address is not None:
+            host, _, port = str(address).rpartition(":")
+            if address != "auto" and not (host and port.isdigit()):
+                fail("ray_address", f"{_show(address)} is not a Ray address",
+                     "auto or HOST:PORT (e.g. 10.0.0.5:6379)")
+            if self.workers == "inline":
+                fail("workers", "inline conflicts with ray_address (Ray runs the envs in "
+                     "workers)", "auto or process with ray_address, or ray_address: null")
 
 
 @dataclass(kw_only=True)
@@ -781,6 +802,9 @@ _OVERRIDES: Mapping[str, Tuple[str, str]] = MappingProxyType({
     "inference": ("checkpoint_settings", "inference"),
     "results_dir": ("checkpoint_settings", "results_dir"),
     "device": ("tf_settings", "device"),
+    "workers": ("env_settings", "workers"),
+    "ray_address": ("env_settings", "ray_address"),
+    "timeout_wait": ("env_settings", "timeout_wait"),
 })
 
 
@@ -791,7 +815,8 @@ def load_run_options(path: str, overrides: Optional[Mapping[str, Any]] = None) -
         path: The YAML file.
         overrides: Command-line values applied on top of the file: env_path, env_args
             (dict), num_envs, seed, run_id, resume, force, initialize_from, inference,
-            results_dir, device. A None value means "not given" and is skipped.
+            results_dir, device, workers, ray_address, timeout_wait. A None value means
+            "not given" and is skipped.
 
     Returns:
         The validated options.

@@ -41,14 +41,27 @@ def test_unknown_env_ids_list_the_builtins():
 
 
 def test_bad_env_args():
-    with pytest.raises(ValueError, match=r"unknown env arg 'ob'; allowed: obs"):
+    with pytest.raises(ValueError, match=r"unknown env arg 'ob'; allowed: obs, step_latency_ms"):
         make("builtin:GridWorld", ob="visual")
     with pytest.raises(ValueError, match=r"obs='image' is not allowed; allowed: vector, visual"):
         make("builtin:GridWorld", obs="image")
     with pytest.raises(ValueError, match=r"length='long' must be an int"):
         make("builtin:Hallway", length="long")
-    with pytest.raises(ValueError, match=r"unknown env arg 'obs'; allowed: none"):
+    with pytest.raises(ValueError, match=r"unknown env arg 'obs'; allowed: step_latency_ms$"):
         make("builtin:Basic", obs="visual")
+    with pytest.raises(ValueError, match=r"step_latency_ms must be >= 0, got -1.0"):
+        make("builtin:Basic", step_latency_ms=-1)
+
+
+def test_step_latency_makes_each_instance_step_that_long():
+    import time
+    env = make("builtin:Ball3D", seed=0, num_envs=3, step_latency_ms=20)
+    env.reset()
+    start = time.perf_counter()
+    env.step()
+    assert time.perf_counter() - start >= 3 * 0.020  # three instances, one after another
+    fast = make("builtin:Ball3D", seed=0, num_envs=3)
+    assert fast.num_areas == 3  # without latency: one env of more areas
 
 
 def test_random_actions_respect_masks():

@@ -125,4 +125,39 @@ class AgentManager:
         self._last_info = None
 
 
-__all__ = ["ActingStats", "AgentManager"]
+class EnvCallError(Exception):
+    """An env call raised inside ``step_env``: ``call`` names it (``"step()"``, ...) and
+    ``error`` is what it raised."""
+
+    def __init__(self, call: str, error: Exception):
+        super().__init__(f"{call}: {error}")
+        self.call = call
+        self.error = error
+
+
+def step_env(env, managers) -> None:
+    """One env step for every behavior: its decision and terminal steps to its
+    AgentManager, the manager's actions back, then ``env.step()``.
+
+    Raises:
+        EnvCallError: an env call raised (the managers' own errors, such as the boundary
+            check's ``EnvDataError``, pass through as they are).
+    """
+    for name, manager in managers.items():
+        try:
+            decision, terminal = env.get_steps(name)
+        except Exception as error:  # pylint: disable=broad-except
+            raise EnvCallError("get_steps()", error) from error
+        actions = manager.step(decision, terminal)  # checks the data first
+        if len(decision):
+            try:
+                env.set_actions(name, actions)
+            except Exception as error:  # pylint: disable=broad-except
+                raise EnvCallError("set_actions()", error) from error
+    try:
+        env.step()
+    except Exception as error:  # pylint: disable=broad-except
+        raise EnvCallError("step()", error) from error
+
+
+__all__ = ["ActingStats", "AgentManager", "EnvCallError", "step_env"]

@@ -27,7 +27,11 @@ def make(env_id: str, seed: int = 0, num_areas: Optional[int] = None, num_envs: 
         num_envs: environment instances (``--num-envs``). Built-in, Gymnasium and PettingZoo
             envs run in this process and vectorise, so ``num_envs`` instances of ``num_areas``
             areas are built as one env of ``num_envs x num_areas`` areas (each area or copy
-            has its own random stream): one step call instead of one per instance.
+            has its own random stream): one step call instead of one per instance. A
+            built-in given ``step_latency_ms`` stands for a slow engine, one frame per
+            instance: its ``num_envs`` instances are stepped one after another
+            (``MultiEnv``, instance ``k`` seeded ``seed + k``), or in worker processes
+            (``env_settings.workers``).
         **env_args: the env's own arguments (``obs="visual"`` for GridWorld; keyword
             arguments of ``gymnasium.make`` or of the PettingZoo module's ``parallel_env``).
 
@@ -40,6 +44,10 @@ def make(env_id: str, seed: int = 0, num_areas: Optional[int] = None, num_envs: 
     if kind == "builtin" and name in BUILTIN_ENVS:
         cls = BUILTIN_ENVS[name]
         areas = cls.default_num_areas if num_areas is None else num_areas
+        if env_args.get("step_latency_ms") and num_envs > 1:
+            from tftrainers.envs.multi_env import MultiEnv
+            return MultiEnv([cls(seed=seed + k, num_areas=areas, **env_args)
+                             for k in range(num_envs)])
         return cls(seed=seed, num_areas=areas * num_envs, **env_args)
     if kind == "builtin":
         raise ValueError(f"unknown built-in env '{name}'; built-ins: "

@@ -21,6 +21,7 @@ group reward goes to every member present. See its docstring.
 from __future__ import annotations
 
 import abc
+import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
@@ -117,6 +118,10 @@ class AreaEnv(BaseEnv):
             raise ValueError(f"{self.name}: num_areas must be >= 1, got {num_areas}")
         self.num_areas = num_areas
         self.n_agents = num_areas * self.agents_per_area
+        if self.args.get("step_latency_ms", 0.0) < 0:
+            raise ValueError(f"{self._env_id()}: env arg step_latency_ms must be >= 0, got "
+                             f"{self.args['step_latency_ms']}")
+        self._latency_s = self.args.get("step_latency_ms", 0.0) / 1000.0
         self.rng = np.random.default_rng(seed)
         self._spec = BehaviorSpec(tuple(self.observation_specs()), self.action_spec())
         check_agent_memory(self._env_id(), self.n_agents, self._spec.observation_specs,
@@ -132,7 +137,10 @@ class AreaEnv(BaseEnv):
 
     @classmethod
     def _env_arg_defaults(cls) -> Mapping[str, Any]:
-        return cls.env_arg_defaults
+        # step_latency_ms: every step() of this instance takes at least that long, as a game
+        # engine's frame does (a slow env to measure worker processes with; 0: as fast as
+        # NumPy goes).
+        return {**cls.env_arg_defaults, "step_latency_ms": 0.0}
 
     # --- to implement -------------------------------------------------------
     @abc.abstractmethod
@@ -208,6 +216,8 @@ class AreaEnv(BaseEnv):
     def step(self) -> None:
         if self._steps is None:
             raise RuntimeError(f"{self!r}: call reset() before step()")
+        if self._latency_s:
+            deadline = time.perf_counter() + self._latency_s
         acting = self._decision_rows
         actions = self._actions
         if actions is None:  # like ML-Agents: agents without actions get zero actions
@@ -230,6 +240,10 @@ class AreaEnv(BaseEnv):
         decision, terminal, self._decision_rows = self._assemble(
             acting, reward, ending, interrupted, restarting, self._group_reward(acting))
         self._steps = (decision, terminal)
+        if self._latency_s:
+            remaining = deadline - time.perf_counter()
+            if remaining > 0:
+                time.sleep(remaining)
 
     def heuristic(self, behavior_name: str, decision_steps: DecisionSteps) -> ActionTuple:
         self._check_name(behavior_name)
@@ -320,7 +334,7 @@ class GroupAreaEnv(AreaEnv):
 
     @classmethod
     def _env_arg_defaults(cls) -> Mapping[str, Any]:
-        return {**cls.env_arg_defaults, "shared_reward": False}
+        return {**super()._env_arg_defaults(), "shared_reward": False}
 
     @abc.abstractmethod
     def _act_group(self, rows: np.ndarray, actions: ActionTuple

@@ -25,6 +25,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from tftrainers.acting import ActingStats, AgentManager, WeightUpdate
+from tftrainers.acting.workers import BehaviorSetup
 from tftrainers.checkpoint import Checkpointer
 from tftrainers.envs import BehaviorSpec
 from tftrainers.export.artifacts import export_policy, prune_exports
@@ -145,6 +146,23 @@ class Trainer(abc.ABC):
                          f"(onnxruntime: {str(error).splitlines()[0]})")
                 self.act_runtime = "tensorflow"
         return policy.make_actor("tensorflow", seed=self.seed, version=self.version)
+
+    def acting_setup(self) -> BehaviorSetup:
+        """What an env worker needs to act for this behavior: the act graph as ONNX, the
+        current weights with their version, the time horizon and the acting seed.
+
+        Raises:
+            OnnxExportError: the act graph does not convert (workers run only ONNX).
+        """
+        if self._program is None:
+            self._program = self.policy.onnx_program()
+        # Workers wait for new weights once they have sent about a buffer (none to wait
+        # for with --inference, where nothing updates).
+        steps = 0 if self.inference else getattr(self.settings.hyperparameters, "buffer_size", 0)
+        return BehaviorSetup(self.spec, self.policy.memory_size, self._program,
+                             self.settings.time_horizon, self.seed,
+                             WeightUpdate(self.version, self.acting_weights()),
+                             recording=not self.done, steps_per_version=steps)
 
     def subscribe(self, manager: AgentManager) -> None:
         """Takes ``manager``'s trajectories from now on and sends it every new weight."""
