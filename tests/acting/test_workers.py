@@ -130,7 +130,11 @@ def test_a_crashed_worker_is_restarted(run, capsys):
     assert_unmixed(trajectories)
 
 
-def test_a_hung_worker_times_out_and_is_restarted(run, capsys):
+def test_a_hung_worker_times_out_and_is_restarted(run, tmp_path, capsys):
+    # Long enough that the healthy worker cannot finish the run before the hung one's
+    # timeout (2 s) is noticed.
+    config = tmp_path / "c.yaml"
+    config.write_text(textwrap.dedent(CONFIG).replace("max_steps: 400", "max_steps: 10000"))
     code, _ = run("--timeout-wait", "2", fault="hang", at_step=25)
     assert code == 0
     out = capsys.readouterr().out
