@@ -32,9 +32,9 @@ env_settings:
 """
 
 
-def children(pid=None):
-    """Pids of the live processes whose parent is ``pid`` (default: this process)."""
-    pid = os.getpid() if pid is None else pid
+def _live_processes(field: int, value: int):
+    """Pids of live (not zombie) processes whose /proc stat field ``field`` (counted after
+    the command name: 1 parent pid, 3 session id) equals ``value``."""
     out = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -43,24 +43,19 @@ def children(pid=None):
                     fields = fh.read().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            if int(fields[1]) == pid and fields[0] != "Z":
+            if int(fields[field]) == value and fields[0] != "Z":
                 out.append(int(entry))
     return out
+
+
+def children(pid=None):
+    """Pids of the live processes whose parent is ``pid`` (default: this process)."""
+    return _live_processes(1, os.getpid() if pid is None else pid)
 
 
 def in_session(sid):
     """Pids of live processes of session ``sid``."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as fh:
-                    fields = fh.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[3]) == sid and fields[0] != "Z":
-                out.append(int(entry))
-    return out
+    return _live_processes(3, sid)
 
 
 @pytest.fixture

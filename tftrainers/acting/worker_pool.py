@@ -118,7 +118,7 @@ class WorkerManager:
         return None
 
     def set_state(self, state) -> None:
-        pass
+        """Nothing to restore: ``state`` keeps nothing (see there)."""
 
 
 class ProcessLauncher:
@@ -165,7 +165,7 @@ class ProcessLauncher:
             process.wait()
 
     def close(self) -> None:
-        pass
+        """Nothing shared to release: ``stop`` ends each process on its own."""
 
 
 class RayLauncher:
