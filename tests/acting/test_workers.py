@@ -102,7 +102,11 @@ def assert_unmixed(trajectories):
     assert all(len(tokens) == 1 for tokens in owners.values())
 
 
-def test_a_worker_whose_env_raises_is_restarted_and_the_run_finishes(run, capsys):
+def test_a_worker_whose_env_raises_is_restarted_and_the_run_finishes(run, tmp_path, capsys):
+    # Long enough that the restarted worker's trajectories reach the trainer before the
+    # healthy worker alone ends the run.
+    config = tmp_path / "c.yaml"
+    config.write_text(textwrap.dedent(CONFIG).replace("max_steps: 400", "max_steps: 4000"))
     code, trajectories = run(fault="raise", at_step=25)
     out = capsys.readouterr().out
     assert code == 0
