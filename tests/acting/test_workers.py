@@ -157,6 +157,40 @@ def test_worker_seeds_are_distinct_and_reproducible():
     assert worker_seed(8, 0, 0) != worker_seed(7, 0, 0)
 
 
+def test_eight_workers_starting_at_once_all_connect_and_send():
+    """All workers connect at the same moment; none may be left hanging in its handshake
+    (a listen backlog of 1 left the third and later waiting for timeout_wait)."""
+    from tftrainers.acting.actor import WeightUpdate
+    from tftrainers.acting.worker_pool import ProcessLauncher, WorkerPool
+    from tftrainers.acting.workers import BehaviorSetup
+    from tftrainers.envs import make
+    from tftrainers.processing import Trajectory
+    from tftrainers.settings import NetworkSettings
+    from tftrainers.trainers.policy import Policy
+    with make("builtin:Basic") as env:
+        spec = env.behavior_specs["Basic"]
+    policy = Policy(spec, NetworkSettings(hidden_units=8, num_layers=1))
+    setup = BehaviorSetup(spec, 0, policy.onnx_program(), 16, 0,
+                          WeightUpdate(0, policy.flat_weights()))
+    notes = []
+    pool = WorkerPool(ProcessLauncher(), "builtin:Basic", {}, None, num_envs=8, seed=0,
+                      behaviors={"Basic": setup}, timeout_wait=600, log=notes.append)
+    pool.start()
+    sent = set()
+    try:
+        deadline = time.monotonic() + 90
+        while len(sent) < 8 and time.monotonic() < deadline:
+            pool.check()
+            for manager in pool.managers["Basic"]:
+                if any(type(item) is Trajectory for item in manager.queue.drain()):
+                    sent.add(manager.index)
+            pool.wait(0.1)
+    finally:
+        pool.close()
+    assert sent == set(range(8)), f"workers {sorted(set(range(8)) - sent)} sent nothing"
+    assert notes == []
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_and_sigterm_stop_every_worker_and_save(tmp_path, signum):
     config = tmp_path / "c.yaml"

@@ -287,7 +287,11 @@ class WorkerPool:
         self.stale_steps = 0
         self.restarts = 0
         self._authkey = secrets.token_bytes(32)
-        self._listener = Listener((launcher.host, 0), family="AF_INET", authkey=self._authkey)
+        # Every worker connects at once: a backlog of 1 (the default) lets the kernel drop
+        # the handshake of the third and later, which then wait in Client() until
+        # timeout_wait restarts them (an 8-worker run went 60 s on 7).
+        self._listener = Listener((launcher.host, 0), family="AF_INET",
+                                  backlog=max(2 * self.num_envs, 16), authkey=self._authkey)
         self.address = self._listener.address
         self._threads: List[threading.Thread] = []
 
