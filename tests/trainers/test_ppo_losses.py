@@ -59,3 +59,19 @@ def test_schedules_decay_linearly_to_ml_agents_floors():
     assert decayed_value("constant", 0.2, 0.1, 900, 1000) == 0.2
     with pytest.raises(ValueError, match="unknown schedule 'cosine'"):
         decayed_value("cosine", 0.2, 0.1, 1, 2)
+
+
+def test_advantages_are_normalised_over_real_steps_with_a_floor_on_the_scale():
+    from tftrainers.trainers.on_policy import ADVANTAGE_SCALE_FLOOR, normalized_advantages
+    adv = np.array([1.0, 2.0, 3.0, 50.0], np.float32)
+    mask = np.array([1, 1, 1, 0], np.float32)
+    std = np.std([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(normalized_advantages(adv, mask),
+                               [-1 / std, 0.0, 1 / std, 0.0], rtol=1e-5)
+    # A solved task: the advantages are float rounding noise. Scaled by the floor, not
+    # blown up to unit size.
+    noise = np.array([1e-8, -1e-8, 2e-8, -2e-8], np.float32)
+    out = normalized_advantages(noise, np.ones(4, np.float32))
+    np.testing.assert_allclose(out, noise / ADVANTAGE_SCALE_FLOOR, rtol=1e-4)
+    assert np.abs(out).max() < 1e-3
+    assert not normalized_advantages(adv, np.zeros(4, np.float32)).any()  # no real step

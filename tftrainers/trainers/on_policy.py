@@ -25,6 +25,29 @@ from tftrainers.trainers.base import Trainer
 from tftrainers.trainers.policy import Policy
 
 
+#: Advantages are divided by their spread over the buffer, but never by less than this.
+ADVANTAGE_SCALE_FLOOR = 1e-4
+
+
+def normalized_advantages(advantages: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``advantages`` centred and scaled over the real steps (``mask`` 1) of the buffer, as
+    ML-Agents normalises them, except that the scale is at least ``ADVANTAGE_SCALE_FLOOR``.
+
+    Once a task is solved to the same return every episode (Hallway), the value fits the
+    returns to float precision and the advantages are rounding noise around 1e-8; ML-Agents'
+    ``std + 1e-10`` blows that noise up to unit size, and every update then pushes the
+    policy in a random direction at full strength. Over a few hundred updates that walk
+    broke a solved Hallway policy (0.98 to chance, 460k steps into seed 0). With the floor,
+    noise stays noise and the entropy bonus keeps acting; real advantages (a spread above
+    1e-4, i.e. any reward signal a policy can still learn from) are scaled exactly as before.
+    """
+    real = mask > 0
+    if not real.any():
+        return np.zeros_like(advantages, dtype=np.float32)
+    mean, std = advantages[real].mean(), advantages[real].std()
+    return ((advantages - mean) / max(std, ADVANTAGE_SCALE_FLOOR) * mask).astype(np.float32)
+
+
 class OnPolicyTrainer(Trainer):
     """Base of PPO-style trainers; subclasses create the optimizer and compute targets."""
 
@@ -105,12 +128,8 @@ class OnPolicyTrainer(Trainer):
         """Normalises advantages over the buffer and runs the optimizer on it (in a thread
         when ``threaded``); the trainer collects into a fresh buffer meanwhile."""
         mask = self.buffer[BufferKey.MASK]
-        advantages = self.buffer[BufferKey.ADVANTAGES]
-        real = mask > 0
-        mean, std = advantages[real].mean(), advantages[real].std()
-        # Normalised over the whole update buffer, as ML-Agents does.
-        self.buffer[BufferKey.ADVANTAGES] = ((advantages - mean) / (std + 1e-10) * mask).astype(
-            np.float32)
+        self.buffer[BufferKey.ADVANTAGES] = normalized_advantages(
+            self.buffer[BufferKey.ADVANTAGES], mask)
         buffer, step = self.buffer, self.step
         self.buffer = AgentBuffer(self._policy.sequence_length)
         if not self.settings.threaded:
