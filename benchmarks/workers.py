@@ -35,14 +35,15 @@ CONFIGS = os.path.join(HERE, "..", "configs", "ppo")
 SUMMARY = re.compile(r"Step: (\d+)\. Time Elapsed: ([\d.]+) s")
 
 
-def config_file(folder: str, name: str, max_steps: int, no_updates: bool = False) -> str:
+def config_file(folder: str, name: str, max_steps: int, no_updates: bool = False,
+                summaries: int = 3) -> str:
     with open(os.path.join(CONFIGS, name)) as fh:
         config = yaml.safe_load(fh)
     for behavior in config["behaviors"].values():
         if no_updates:
             behavior["hyperparameters"]["buffer_size"] = 10 * max_steps
         behavior["max_steps"] = max_steps
-        behavior["summary_freq"] = max(max_steps // 3, 1)
+        behavior["summary_freq"] = max(max_steps // summaries, 1)
         behavior["checkpoint_interval"] = 10 * max_steps
     path = os.path.join(folder, f"{max_steps}-{name}")
     with open(path, "w") as fh:
