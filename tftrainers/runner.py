@@ -331,7 +331,7 @@ def _loop(env, managers, trainers, stop, env_id: str = "the environment") -> Non
             step).
         NonFiniteUpdateError: an update was refused (prefixed with its behavior).
     """
-    from tftrainers.acting import EnvCallError, step_env
+    from tftrainers.acting import EnvCallError, env_error_line, step_env
     from tftrainers.envs.checks import EnvDataError
     from tftrainers.trainers.finite import NonFiniteUpdateError
     items = list(trainers.items())
@@ -359,9 +359,8 @@ def _loop(env, managers, trainers, stop, env_id: str = "the environment") -> Non
     except Exception as error:  # pylint: disable=broad-except
         if calling is None:
             raise  # ours, not the env's
-        reason = (str(error).strip().splitlines() or [""])[0][:300]
-        raise EnvStepError(f"{env_id} raised {type(error).__name__} in {calling} at env step "
-                           f"{env_step}: {reason} (--debug shows its traceback)") from error
+        raise EnvStepError(f"{env_error_line(env_id, calling, env_step, error)} (--debug shows "
+                           f"its traceback)") from error
 
 
 def _start_workers(options: RunOptions, mode: str, seed: int, trainers, log):

@@ -3,10 +3,11 @@ agent memories) turns env steps into trajectories on a queue and takes the learn
 back as a flat vector with a version. No TensorFlow here, so acting can run anywhere.
 """
 from tftrainers.acting.actor import ActLayout, Actor, WeightUpdate, bucket, pad_rows
-from tftrainers.acting.agent_manager import ActingStats, AgentManager, EnvCallError, step_env
+from tftrainers.acting.agent_manager import (ActingStats, AgentManager, EnvCallError,
+                                             env_error_line, step_env)
 from tftrainers.acting.imitation import ImitationManager, Labelled, TeacherEpisodes
 from tftrainers.acting.onnx_program import OnnxProgram, OnnxRunner, WeightInput
 
 __all__ = ["ActLayout", "ActingStats", "Actor", "AgentManager", "EnvCallError", "ImitationManager",
            "Labelled", "OnnxProgram", "OnnxRunner", "TeacherEpisodes", "WeightInput",
-           "WeightUpdate", "bucket", "pad_rows", "step_env"]
+           "WeightUpdate", "bucket", "env_error_line", "pad_rows", "step_env"]

@@ -135,6 +135,13 @@ class EnvCallError(Exception):
         self.error = error
 
 
+def env_error_line(env_id: str, call: str, env_step: int, error: BaseException) -> str:
+    """One line for an env call that raised: the env, the error's type, the call, the env
+    step and the first line of the error's message (the same in-process and in a worker)."""
+    reason = (str(error).strip().splitlines() or [""])[0][:300]
+    return f"{env_id} raised {type(error).__name__} in {call} at env step {env_step}: {reason}"
+
+
 def step_env(env, managers) -> None:
     """One env step for every behavior: its decision and terminal steps to its
     AgentManager, the manager's actions back, then ``env.step()``.
@@ -160,4 +167,4 @@ def step_env(env, managers) -> None:
         raise EnvCallError("step()", error) from error
 
 
-__all__ = ["ActingStats", "AgentManager", "EnvCallError", "step_env"]
+__all__ = ["ActingStats", "AgentManager", "EnvCallError", "env_error_line", "step_env"]

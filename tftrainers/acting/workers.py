@@ -31,12 +31,13 @@ import os
 import signal
 import threading
 import time
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional
 
 import numpy as np
 
 from tftrainers.acting.actor import Actor, WeightUpdate
-from tftrainers.acting.agent_manager import AgentManager, EnvCallError, step_env
+from tftrainers.acting.agent_manager import (AgentManager, EnvCallError, env_error_line,
+                                             step_env)
 from tftrainers.acting.onnx_program import OnnxProgram, OnnxRunner
 from tftrainers.envs.base import BehaviorSpec
 from tftrainers.processing import Trajectory
@@ -226,8 +227,7 @@ class _Worker:
         if kind == "data":
             line = f"{env_id} at env step {env_step}: {reason}"
         elif calling:
-            line = (f"{env_id} raised {type(error).__name__} in {calling} at env step "
-                    f"{env_step}: {reason}")
+            line = env_error_line(env_id, calling, env_step, error)
         else:
             line = f"internal error {type(error).__name__}: {reason}"
         try:
