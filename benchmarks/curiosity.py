@@ -101,8 +101,8 @@ def main(argv=None):
         rows = list(pool.map(lambda job: train_and_score(job[0], job[1], configs[job[0]],
                                                          results, args.episodes), jobs))
     print()
-    print(f"| variant | success rate (mean) | per seed | mean reward | minutes/run | target |")
-    print(f"|---|---|---|---|---|---|")
+    print("| variant | success rate (mean) | per seed | mean reward | minutes/run | target |")
+    print("|---|---|---|---|---|---|")
     met = True
     for variant in args.variants:
         mine = [r for r in rows if r[0] == variant]

@@ -68,6 +68,8 @@ def main() -> None:
                         help="configs to run in teacher and dagger mode on one label budget")
     parser.add_argument("--episodes", type=int, default=200)
     args = parser.parse_args()
+    from tftrainers.console import quiet_tensorflow
+    quiet_tensorflow()  # TensorFlow's start-up lines would bury the figures
     results = tempfile.mkdtemp(prefix="imitation-")
     print("| config | mode | seed | teacher | student | random | score | labels | wall s |")
     print("|---|---|---|---|---|---|---|---|---|")

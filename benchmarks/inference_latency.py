@@ -34,6 +34,8 @@ def main():
     parser.add_argument("--run", default=None, help="a trained Ball3D run (default: untrained)")
     parser.add_argument("--calls", type=int, default=2000)
     args = parser.parse_args()
+    from tftrainers.console import quiet_tensorflow
+    quiet_tensorflow()  # TensorFlow's start-up lines would bury the figures
 
     import onnxruntime
     import tensorflow as tf

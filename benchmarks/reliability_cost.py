@@ -167,6 +167,8 @@ def main():
     parser.add_argument("--reps", type=int, default=3, help="runs per variant")
     parser.add_argument("--steps", type=int, default=100_000, help="agent steps per run")
     args = parser.parse_args()
+    from tftrainers.console import quiet_tensorflow
+    quiet_tensorflow()  # TensorFlow's start-up lines would bury the figures
     micro = check_cost()
     print(f"check_steps on CartPole (8 copies): {micro:.2f} us per env step", flush=True)
     with tempfile.TemporaryDirectory() as workdir:

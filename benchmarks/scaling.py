@@ -120,20 +120,18 @@ def _stepping_worker(conn, env_id: str, env_args: dict, num_areas, seed: int) ->
 
 def _acting_parts(env_id: str, env_args: dict, num_areas):
     """Per behavior: (spec, OnnxProgram, flat weights) of a fresh PPO policy."""
-    from tftrainers.console import cpp_log_severity, quiet_dependencies, stderr_without
+    from tftrainers.console import quiet_tensorflow
     from tftrainers.envs import make
     from tftrainers.settings import NetworkSettings
     env = make(env_id, seed=0, num_areas=num_areas, **env_args)
     specs = dict(env.behavior_specs)
     env.close()
-    quiet_dependencies()
+    quiet_tensorflow()
+    from tftrainers.trainers.policy import Policy
     parts = {}
-    with stderr_without(lambda line: cpp_log_severity(line) is not None):
-        from tftrainers.trainers.policy import Policy  # TensorFlow's start-up lines dropped
-        for name, spec in specs.items():
-            policy = Policy(spec, NetworkSettings(normalize=True, hidden_units=128,
-                                                  num_layers=2))
-            parts[name] = (spec, policy.onnx_program(), policy.flat_weights())
+    for name, spec in specs.items():
+        policy = Policy(spec, NetworkSettings(normalize=True, hidden_units=128, num_layers=2))
+        parts[name] = (spec, policy.onnx_program(), policy.flat_weights())
     return parts
 
 

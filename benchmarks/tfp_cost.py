@@ -172,6 +172,8 @@ def main(argv=None):
     parser.add_argument("--imports", type=int, default=5, help="processes per variant")
     parser.add_argument("--calls", type=int, default=600, help="compiled calls per variant")
     args = parser.parse_args(argv)
+    from tftrainers.console import quiet_tensorflow
+    quiet_tensorflow()  # TensorFlow's start-up lines would bury the figures
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
     times = import_times(args.imports)

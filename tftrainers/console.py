@@ -99,6 +99,13 @@ def import_tensorflow():
     return sys.modules["tensorflow"]
 
 
+def quiet_tensorflow():
+    """``quiet_dependencies`` then ``import_tensorflow``: for a script (a benchmark) that
+    runs TensorFlow in its own process, so that what it prints is its own lines only."""
+    quiet_dependencies()
+    return import_tensorflow()
+
+
 @contextlib.contextmanager
 def stderr_without(drop: Callable[[str], bool]) -> Iterator[None]:
     """Runs the block with file descriptor 2 captured, then writes back to stderr every
