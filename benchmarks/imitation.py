@@ -2,13 +2,20 @@
 
     python benchmarks/imitation.py                       # every config, seeds 0 1 2
     python benchmarks/imitation.py --configs Basic Ball3D --seeds 0 1 2
-    python benchmarks/imitation.py --dagger GridWorld    # teacher vs dagger, same label budget
+    python benchmarks/imitation.py --configs --dagger GridWorld --labels 20000 40000 80000
+                                                         # teacher vs dagger, same label budgets
 
 Per run: the teacher's return, the student's (deterministic actions, the same evaluation as
 ``tftrainers-evaluate --deterministic``), a uniform random policy's, the score
 (student - random) / (teacher - random), the teacher-labelled steps used and the wall
 time. Every seed is printed; nothing is averaged away. Runs on whatever the machine has:
 wall times on a shared machine are noisy.
+
+``--dagger CONFIG --labels N ...`` compares the two modes on the same teacher-label budgets:
+for each N, ``teacher`` mode runs ``N / teacher_agents`` steps (the teacher drives that share
+of the agents, and only its steps are labelled) and ``dagger`` mode runs ``N`` steps (the
+student drives every agent and the teacher labels every step). Then it prints the smallest
+budget at which each mode scores >= 0.95 on every seed.
 """
 from __future__ import annotations
 
@@ -33,7 +40,7 @@ def run_one(config: str, seed: int, results: str, overrides=None, episodes: int 
                                       "force": True})
     (name, settings), = options.behaviors.items()
     for key, value in (overrides or {}).items():
-        setattr(settings.hyperparameters, key, value)
+        setattr(settings if key == "max_steps" else settings.hyperparameters, key, value)
     start = time.perf_counter()
     run_training(options, log=lambda line: None)
     wall = time.perf_counter() - start
@@ -66,6 +73,8 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
     parser.add_argument("--dagger", nargs="*", default=[],
                         help="configs to run in teacher and dagger mode on one label budget")
+    parser.add_argument("--labels", nargs="*", type=int, default=[20000, 40000, 80000],
+                        help="teacher-label budgets of the --dagger comparison")
     parser.add_argument("--episodes", type=int, default=200)
     args = parser.parse_args()
     from tftrainers.console import quiet_tensorflow
@@ -82,8 +91,30 @@ def main() -> None:
         for seed in args.seeds:
             show(run_one(config, seed, results, episodes=args.episodes), "teacher")
     for config in args.dagger:
-        for seed in args.seeds:
-            show(run_one(config, seed, results, {"mode": "dagger"}, args.episodes), "dagger")
+        share = teacher_share(config)
+        reached = {}
+        for labels in args.labels:
+            for mode, steps in (("teacher", round(labels / share)), ("dagger", labels)):
+                scores = []
+                for seed in args.seeds:
+                    r = run_one(config, seed, results, {"mode": mode, "max_steps": steps},
+                                args.episodes)
+                    show(r, mode)
+                    scores.append(r["score"])
+                if min(scores) >= 0.95:
+                    reached.setdefault(mode, labels)
+        for mode in ("teacher", "dagger"):
+            print(f"{config} {mode}: score >= 0.95 on every seed from "
+                  + (f"{reached[mode]} labels" if mode in reached else
+                     f"none of the budgets {args.labels}"), flush=True)
+
+
+def teacher_share(config: str) -> float:
+    """The config's ``teacher_agents`` (the share of agents its teacher drives)."""
+    from tftrainers.settings import load_run_options
+    path = os.path.join(HERE, "..", "configs", "bc", f"{config}.yaml")
+    (_, settings), = load_run_options(path).behaviors.items()
+    return float(settings.hyperparameters.teacher_agents)
 
 
 if __name__ == "__main__":
