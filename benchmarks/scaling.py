@@ -39,30 +39,10 @@ import time
 
 import numpy as np
 
-from workers import SUMMARY, config_file
+from workers import config_file, run
 
 BIN = os.path.dirname(sys.executable)
 LATENCY = ["step_latency_ms=5"]
-
-
-def learn(config: str, results: str, run_id: str, seed: int, num_envs: int, workers: str,
-          env_args=(), ray: bool = False) -> float:
-    """Runs ``tftrainers-learn``; returns its steady steps per second: from its first
-    summary to its last, so that starting the workers (or a Ray cluster) is left out."""
-    argv = [os.path.join(BIN, "tftrainers-learn"), config, "--run-id", run_id, "--force",
-            "--results-dir", results, "--seed", str(seed), "--num-envs", str(num_envs)]
-    if ray:
-        argv += ["--ray-address", "auto"]
-    else:
-        argv += ["--workers", workers]
-    if env_args:
-        argv += ["--env-args", *env_args]
-    out = subprocess.run(argv, capture_output=True, text=True, check=False)
-    found = SUMMARY.findall(out.stdout)
-    if out.returncode != 0 or not found:
-        raise RuntimeError(f"{' '.join(argv)} failed:\n{out.stdout}\n{out.stderr}")
-    (step0, time0), (step, elapsed) = found[0], found[-1]
-    return (int(step) - int(step0)) / (float(elapsed) - float(time0))
 
 
 # --- throughput ---------------------------------------------------------------------------
@@ -76,8 +56,8 @@ def throughput(args, folder: str) -> None:
         for label, n, workers, ray in variants:
             steps = args.steps_per_worker * n
             config = config_file(folder, "Ball3D.yaml", steps, summaries=6)
-            rate = learn(config, os.path.join(folder, "r"), "bench", 0, n, workers, LATENCY,
-                         ray)
+            rate = run(config, os.path.join(folder, "r"), LATENCY, n, workers, ray=ray,
+                       steady=True)
             rates[label].append(rate)
             print(f"throughput round {round_}: {label}: {rate:.0f} steps/s", flush=True)
     mean = {label: statistics.mean(r) for label, r in rates.items()}
@@ -135,6 +115,20 @@ def _acting_parts(env_id: str, env_args: dict, num_areas):
     return parts
 
 
+def timed(step, seconds: float, warmup: float = 3.0) -> tuple:
+    """Calls ``step()`` (it returns the agent steps it saw) for ``warmup`` s, then for
+    ``seconds`` s; returns (agent steps per second, the main process's CPU share) over the
+    second part."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < warmup:
+        step()
+    steps, start, cpu = 0, time.perf_counter(), time.process_time()
+    while time.perf_counter() - start < seconds:
+        steps += step()
+    elapsed = time.perf_counter() - start
+    return steps / elapsed, (time.process_time() - cpu) / elapsed
+
+
 def mlagents_layout(env_id: str, env_args: dict, num_areas, num_envs: int, seconds: float,
                     parts) -> tuple:
     """(agent steps/s, main process CPU share) of ML-Agents' layout."""
@@ -154,27 +148,20 @@ def mlagents_layout(env_id: str, env_args: dict, num_areas, num_envs: int, secon
         managers.append({name: AgentManager(name, spec, Actor(spec, 0, OnnxRunner(
             program, flat), seed=k), time_horizon=1000) for name, (spec, program, flat)
             in parts.items()})
-    steps, counting, start, cpu = 0, False, time.perf_counter(), time.process_time()
-    warmup = 3.0
+    def serve_ready_workers() -> int:
+        steps = 0
+        for conn in wait(pipes):  # the workers that are ready, one after another
+            k = pipes.index(conn)
+            actions = []
+            for manager, (decision, terminal) in zip(managers[k].values(), conn.recv()):
+                action = manager.step(decision, terminal)
+                actions.append(action if len(decision) else None)
+                steps += len(decision)
+                manager.queue.drain()  # the trainer's side: nothing to learn here
+            conn.send(actions)
+        return steps
     try:
-        while True:
-            now = time.perf_counter()
-            if not counting and now - start >= warmup:
-                counting, steps, start, cpu = True, 0, now, time.process_time()
-            elif counting and now - start >= seconds:
-                break
-            for conn in wait(pipes):  # the workers that are ready, one after another
-                k = pipes.index(conn)
-                actions = []
-                for (name, manager), (decision, terminal) in zip(managers[k].items(),
-                                                                conn.recv()):
-                    action = manager.step(decision, terminal)
-                    actions.append(action if len(decision) else None)
-                    steps += len(decision)
-                    manager.queue.drain()  # the trainer's side: nothing to learn here
-                conn.send(actions)
-        elapsed = time.perf_counter() - start
-        return steps / elapsed, (time.process_time() - cpu) / elapsed
+        return timed(serve_ready_workers, seconds)
     finally:
         for conn in pipes:
             try:
@@ -198,25 +185,15 @@ def our_layout(env_id: str, env_args: dict, num_areas, num_envs: int, seconds: f
                  for name, (spec, program, flat) in parts.items()}
     pool = WorkerPool(ProcessLauncher(), env_id, env_args, num_areas, num_envs, seed=0,
                       behaviors=behaviors, log=lambda line: None)
-    steps, counting, start, cpu = 0, False, time.perf_counter(), time.process_time()
-    warmup = 3.0
+    def drain_what_arrived() -> int:
+        pool.check()
+        steps = sum(len(item) for managers in pool.managers.values() for manager in managers
+                    for item in manager.queue.drain() if type(item) is Trajectory)
+        pool.wait(0.05)
+        return steps
     pool.start()
     try:
-        while True:
-            now = time.perf_counter()
-            if not counting and now - start >= warmup:
-                counting, steps, start, cpu = True, 0, now, time.process_time()
-            elif counting and now - start >= seconds:
-                break
-            pool.check()
-            for managers in pool.managers.values():
-                for manager in managers:
-                    for item in manager.queue.drain():
-                        if type(item) is Trajectory:
-                            steps += len(item)
-            pool.wait(0.05)
-        elapsed = time.perf_counter() - start
-        return steps / elapsed, (time.process_time() - cpu) / elapsed
+        return timed(drain_what_arrived, seconds)
     finally:
         pool.close()
 
@@ -256,7 +233,8 @@ def learning(args, folder: str) -> None:
     for seed in args.seeds:
         for label, n, workers, env_args, ray in variants:
             run_id = f"s{seed}-{n}-{workers}-{ray}"
-            rate = learn(config, results, run_id, seed, n, workers, env_args, ray)
+            rate = run(config, results, env_args, n, workers, run_id=run_id, seed=seed,
+                       ray=ray, steady=True)
             out = subprocess.run(
                 [os.path.join(BIN, "tftrainers-evaluate"), "builtin:Ball3D", "--policy",
                  os.path.join(results, run_id), "--episodes", "24", "--seed",

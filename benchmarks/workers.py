@@ -51,18 +51,24 @@ def config_file(folder: str, name: str, max_steps: int, no_updates: bool = False
     return path
 
 
-def run(config: str, results: str, env_args, num_envs: int, workers: str) -> float:
-    """Steps per second of one run."""
+def run(config: str, results: str, env_args, num_envs: int, workers: str,
+        run_id: str = "bench", seed: int = 0, ray: bool = False, steady: bool = False) -> float:
+    """Steps per second of one run: at its last summary (start-up excluded), or with
+    ``steady`` from its first summary to its last (starting the workers or a Ray cluster
+    left out too). ``ray`` puts the workers on a local Ray (``--ray-address auto``)."""
     argv = [sys.executable, "-c", "from tftrainers.cli import learn; learn()", config,
-            "--run-id", "bench", "--force", "--results-dir", results, "--seed", "0",
-            "--num-envs", str(num_envs), "--workers", workers]
+            "--run-id", run_id, "--force", "--results-dir", results, "--seed", str(seed),
+            "--num-envs", str(num_envs)]
+    argv += ["--ray-address", "auto"] if ray else ["--workers", workers]
     if env_args:
         argv += ["--env-args", *env_args]
     out = subprocess.run(argv, capture_output=True, text=True, check=False)
     found = SUMMARY.findall(out.stdout)
     if out.returncode != 0 or not found:
         raise RuntimeError(f"{' '.join(argv)} failed:\n{out.stdout}\n{out.stderr}")
-    step, elapsed = found[-1]
+    (step0, time0), (step, elapsed) = found[0], found[-1]
+    if steady and len(found) > 1:
+        return (int(step) - int(step0)) / (float(elapsed) - float(time0))
     return int(step) / float(elapsed)
 
 
