@@ -41,6 +41,8 @@ def run_one(config: str, seed: int, results: str, overrides=None, episodes: int 
     (name, settings), = options.behaviors.items()
     for key, value in (overrides or {}).items():
         setattr(settings if key == "max_steps" else settings.hyperparameters, key, value)
+    # A summary (the CSV row the labels are read from) before a short budget ends.
+    settings.summary_freq = min(settings.summary_freq, max(settings.max_steps // 2, 1))
     start = time.perf_counter()
     run_training(options, log=lambda line: None)
     wall = time.perf_counter() - start
