@@ -331,36 +331,27 @@ def _loop(env, managers, trainers, stop, env_id: str = "the environment") -> Non
             step).
         NonFiniteUpdateError: an update was refused (prefixed with its behavior).
     """
-    from tftrainers.acting import EnvCallError, env_error_line, step_env
+    from tftrainers.acting import EnvCallError, call_env, env_error_line, step_env
     from tftrainers.envs.checks import EnvDataError
     from tftrainers.trainers.finite import NonFiniteUpdateError
     items = list(trainers.items())
     env_step = 0
-    # Which env call raised (None: our code).
-    calling = "reset()"
     behavior = None
     try:
-        env.reset()
-        calling = None
+        call_env("reset()", env.reset)
         while not stop.requested and not all(t.done for t in trainers.values()):
-            try:
-                step_env(env, managers)
-            except EnvCallError as error:
-                calling = error.call
-                raise error.error from error
+            step_env(env, managers)
             env_step += 1
             for behavior, trainer in items:
                 trainer.advance()
             behavior = None
+    except EnvCallError as error:  # the env's, not ours (ours pass through as they are)
+        raise EnvStepError(f"{env_error_line(env_id, error.call, env_step, error.error)} "
+                           f"(--debug shows its traceback)") from error.error
     except EnvDataError as error:
         raise EnvDataError(f"{env_id} at env step {env_step}: {error}") from error
     except NonFiniteUpdateError as error:
         raise NonFiniteUpdateError(f"{behavior}: {error}") from error
-    except Exception as error:  # pylint: disable=broad-except
-        if calling is None:
-            raise  # ours, not the env's
-        raise EnvStepError(f"{env_error_line(env_id, calling, env_step, error)} (--debug shows "
-                           f"its traceback)") from error
 
 
 def _start_workers(options: RunOptions, mode: str, seed: int, trainers, log):

@@ -4,10 +4,10 @@ back as a flat vector with a version. No TensorFlow here, so acting can run anyw
 """
 from tftrainers.acting.actor import ActLayout, Actor, WeightUpdate, bucket, pad_rows
 from tftrainers.acting.agent_manager import (ActingStats, AgentManager, EnvCallError,
-                                             env_error_line, step_env)
+                                             call_env, env_error_line, step_env)
 from tftrainers.acting.imitation import ImitationManager, Labelled, TeacherEpisodes
 from tftrainers.acting.onnx_program import OnnxProgram, OnnxRunner, WeightInput
 
 __all__ = ["ActLayout", "ActingStats", "Actor", "AgentManager", "EnvCallError", "ImitationManager",
            "Labelled", "OnnxProgram", "OnnxRunner", "TeacherEpisodes", "WeightInput",
-           "WeightUpdate", "bucket", "env_error_line", "pad_rows", "step_env"]
+           "WeightUpdate", "bucket", "call_env", "env_error_line", "pad_rows", "step_env"]

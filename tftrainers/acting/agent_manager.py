@@ -142,6 +142,19 @@ def env_error_line(env_id: str, call: str, env_step: int, error: BaseException) 
     return f"{env_id} raised {type(error).__name__} in {call} at env step {env_step}: {reason}"
 
 
+def call_env(call: str, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``, an env call named ``call`` (``"reset()"``, ...).
+
+    Raises:
+        EnvCallError: it raised (``call`` and the error it raised), so that whoever steps
+            the env can tell the env's errors from its own and name the call.
+    """
+    try:
+        return fn(*args, **kwargs)
+    except Exception as error:  # pylint: disable=broad-except
+        raise EnvCallError(call, error) from error
+
+
 def step_env(env, managers) -> None:
     """One env step for every behavior: its decision and terminal steps to its
     AgentManager, the manager's actions back, then ``env.step()``.
@@ -151,20 +164,12 @@ def step_env(env, managers) -> None:
             check's ``EnvDataError``, pass through as they are).
     """
     for name, manager in managers.items():
-        try:
-            decision, terminal = env.get_steps(name)
-        except Exception as error:  # pylint: disable=broad-except
-            raise EnvCallError("get_steps()", error) from error
+        decision, terminal = call_env("get_steps()", env.get_steps, name)
         actions = manager.step(decision, terminal)  # checks the data first
         if len(decision):
-            try:
-                env.set_actions(name, actions)
-            except Exception as error:  # pylint: disable=broad-except
-                raise EnvCallError("set_actions()", error) from error
-    try:
-        env.step()
-    except Exception as error:  # pylint: disable=broad-except
-        raise EnvCallError("step()", error) from error
+            call_env("set_actions()", env.set_actions, name, actions)
+    call_env("step()", env.step)
 
 
-__all__ = ["ActingStats", "AgentManager", "EnvCallError", "env_error_line", "step_env"]
+__all__ = ["ActingStats", "AgentManager", "EnvCallError", "call_env", "env_error_line",
+           "step_env"]

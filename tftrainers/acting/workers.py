@@ -36,8 +36,8 @@ from typing import Any, Dict, List, NamedTuple, Optional
 import numpy as np
 
 from tftrainers.acting.actor import Actor, WeightUpdate
-from tftrainers.acting.agent_manager import (AgentManager, EnvCallError, env_error_line,
-                                             step_env)
+from tftrainers.acting.agent_manager import (AgentManager, EnvCallError, call_env,
+                                             env_error_line, step_env)
 from tftrainers.acting.onnx_program import OnnxProgram, OnnxRunner
 from tftrainers.envs.base import BehaviorSpec
 from tftrainers.processing import Trajectory
@@ -143,13 +143,11 @@ class _Worker:
         from tftrainers.envs.checks import EnvDataError
         setup = self.setup
         threading.Thread(target=self._read, daemon=True, name="worker-inbox").start()
-        calling = "make()"
         env = None
         env_step = 0
         try:
-            env = make(setup.env_id, seed=setup.seed, num_areas=setup.num_areas,
-                       **setup.env_args)
-            calling = None
+            env = call_env("make()", make, setup.env_id, seed=setup.seed,
+                           num_areas=setup.num_areas, **setup.env_args)
             managers: Dict[str, AgentManager] = {}
             for name, b in setup.behaviors.items():
                 actor = Actor(b.spec, b.memory_size, OnnxRunner(b.program, b.update.flat),
@@ -160,9 +158,7 @@ class _Worker:
             sent = dict.fromkeys(managers, 0)  # steps sent since the weights in use came
             outbox: List[tuple] = []
             last_send = time.monotonic()
-            calling = "reset()"
-            env.reset()
-            calling = None
+            call_env("reset()", env.reset)
             while not self.stop.is_set():
                 if self.inbox:
                     with self.lock:
@@ -188,11 +184,7 @@ class _Worker:
                     self.wake.wait(setup.heartbeat_s)
                     self.wake.clear()
                     continue
-                try:
-                    step_env(env, managers)
-                except EnvCallError as error:
-                    calling = error.call
-                    raise error.error from error
+                step_env(env, managers)
                 env_step += 1
                 for name, manager in managers.items():
                     for item in manager.queue.drain():
@@ -205,15 +197,14 @@ class _Worker:
                 if outbox or now - last_send >= setup.heartbeat_s:
                     self.conn.send(("items", env_step, outbox))
                     outbox, last_send = [], now
-        except (EOFError, OSError) as error:
-            if calling is None:
-                raise  # the connection: the learner is gone
-            self._report("env", setup.env_id, calling, env_step, error)
+        except EnvCallError as error:
+            self._report("env", setup.env_id, error.call, env_step, error.error)
         except EnvDataError as error:
             self._report("data", setup.env_id, None, env_step, error)
+        except (EOFError, OSError):
+            raise  # the connection: the learner is gone
         except Exception as error:  # pylint: disable=broad-except
-            self._report("env" if calling else "internal", setup.env_id, calling, env_step,
-                         error)
+            self._report("internal", setup.env_id, None, env_step, error)
         finally:
             if env is not None:
                 try:
