@@ -25,6 +25,16 @@ def test_console_line_has_ml_agents_fields():
     assert "Mean Reward: 2.000. Std of Reward: 1.000." in line and "Steps/s:" in line
 
 
+def test_console_lines_follow_the_callers_log():
+    # A benchmark that runs trainings in its own process routes their lines away.
+    out, lines = io.StringIO(), []
+    stats = StatsReporter("Basic", [ConsoleWriter(out, log=lines.append)])
+    stats.add_stat("Environment/Cumulative Reward", 0.5)
+    stats.write_stats(100)
+    assert out.getvalue() == ""
+    assert len(lines) == 1 and lines[0].startswith("[INFO] Basic. Step: 100.")
+
+
 def test_progress_display_only_on_a_terminal():
     terminal, pipe = Terminal(), io.StringIO()
     for stream in (terminal, pipe):

@@ -198,7 +198,9 @@ def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed:
             f"{', '.join(os.path.relpath(p, run_dir) for p in removed[:5])}"
             f"{', ...' if len(removed) > 5 else ''}")
     progress = ProgressDisplay()
-    writers = [TensorBoardWriter(run_dir), ConsoleWriter(progress=progress), CSVWriter(run_dir)]
+    # The summary lines follow ``log`` when a caller routes the run's lines elsewhere.
+    console = ConsoleWriter(progress=progress, log=None if log is print else log)
+    writers = [TensorBoardWriter(run_dir), console, CSVWriter(run_dir)]
     trainers = {}
     try:
         for index, (name, spec) in enumerate(sorted(env.behavior_specs.items())):

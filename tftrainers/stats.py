@@ -17,7 +17,7 @@ import os
 import socket
 import sys
 import time
-from typing import Dict, Iterable, List, Optional, Sequence, TextIO
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, TextIO
 
 import numpy as np
 
@@ -137,9 +137,13 @@ class ConsoleWriter(StatsWriter):
     """ML-Agents' console line: behavior, step, time elapsed, mean and std reward (and the
     mean group reward when groups report one), steps/s."""
 
-    def __init__(self, stream: Optional[TextIO] = None, progress: "Optional[ProgressDisplay]" = None):
+    def __init__(self, stream: Optional[TextIO] = None, progress: "Optional[ProgressDisplay]" = None,
+                 log: Optional[Callable[[str], None]] = None):
         self.stream = stream or sys.stdout
         self.progress = progress
+        # Where the lines go: ``stream`` unless the caller routes its run's lines elsewhere
+        # (a benchmark that runs trainings in its own process and prints only its table).
+        self.log = log
 
     def write(self, category, step, summaries, steps_per_second, elapsed):
         reward = summaries.get(CUMULATIVE_REWARD)
@@ -152,8 +156,12 @@ class ConsoleWriter(StatsWriter):
             rewards += f" Mean Group Reward: {group.mean:.3f}."
         if self.progress is not None:
             self.progress.clear()
-        print(f"[INFO] {category}. Step: {step}. Time Elapsed: {elapsed:.3f} s. {rewards} "
-              f"Steps/s: {steps_per_second:.0f}.", file=self.stream, flush=True)
+        line = (f"[INFO] {category}. Step: {step}. Time Elapsed: {elapsed:.3f} s. {rewards} "
+                f"Steps/s: {steps_per_second:.0f}.")
+        if self.log is not None:
+            self.log(line)
+        else:
+            print(line, file=self.stream, flush=True)
 
 
 class ProgressDisplay:
