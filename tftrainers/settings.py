@@ -219,8 +219,8 @@ class BCSettings(_Settings):
     demo_path: Optional[str] = _opt("Learn offline from a .demo file or a folder of them.",
                                     None)
     mode: str = _opt("teacher: a share of the agents is driven by the teacher and recorded; "
-                     "dagger: the teacher labels every state, and drives an episode with a "
-                     "probability falling from 1 to 0 over steps.", "teacher",
+                     "dagger: the teacher labels every state, and at each step an agent takes the "
+                     "teacher's action with a probability falling from 1 to 0 over steps.", "teacher",
                      choices=("teacher", "dagger"))
     teacher_agents: float = _opt("mode teacher: the share of agents the teacher drives.", 0.5,
                                  gt=0, le=1)

@@ -14,7 +14,7 @@ from tftrainers.evaluate import RandomPolicy, evaluate
 from tftrainers.settings import ConfigError
 from tftrainers.trainers.bc.teachers import model_teacher
 
-from .helpers import drive, make_trainer, trainer_settings, variables
+from .helpers import drive, make_trainer, manager_of, trainer_settings, variables
 
 DEMOS = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "demos")
 
@@ -87,6 +87,32 @@ def test_dagger_learns_basic_and_the_teacher_steps_back(tmp_path, random_basic):
     # Every state was labelled, the student's own too.
     assert trainer.labels == pytest.approx(trainer.step, abs=64)
     assert student_return(trainer) > random_basic + 0.6
+
+
+def test_dagger_mixes_who_acts_at_every_step_not_per_episode(tmp_path):
+    # Ball3D's episodes run 1000 steps: a per-episode draw made while p was 1 would leave
+    # the teacher steering all 20 steps below; the mixture draws at every step.
+    env = make("builtin:Ball3D", seed=0)
+    env.reset()
+    trainer = make_trainer(tmp_path, env, "Ball3D",
+                           bc_settings("Ball3D", mode="dagger", steps=100000), seed=0)
+    manager = manager_of(trainer, env)
+    manager.set_teacher_probability(0.5)
+    steered = np.zeros(12, int)
+    for _ in range(20):
+        decision, terminal = env.get_steps("Ball3D")
+        assert len(terminal) == 0  # one episode throughout
+        labels = manager.teacher(decision).continuous
+        actions = manager.step(decision, terminal).continuous
+        steered += np.all(actions == labels, axis=1)
+        env.set_actions("Ball3D", ActionTuple(actions, np.zeros((12, 0), np.int32)))
+        env.step()
+    assert ((steered > 0) & (steered < 20)).all(), steered
+    assert 60 < steered.sum() < 180
+    manager.set_teacher_probability(0.0)  # and the student alone once p reaches 0
+    decision, terminal = env.get_steps("Ball3D")
+    labels = manager.teacher(decision).continuous
+    assert not np.all(manager.step(decision, terminal).continuous == labels, axis=1).any()
 
 
 def test_teachers_from_a_run_an_onnx_and_a_saved_model_act_alike(trained_basic):

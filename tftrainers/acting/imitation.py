@@ -10,9 +10,13 @@ Modes (``MODES``):
 - ``teacher`` (the seed's online BC): a fixed share of the agents (``teacher_share``,
   every agent in order of first appearance whose share boundary it crosses) is driven by
   the teacher and recorded as labels; the others run the student and are scored.
-- ``dagger``: every state is labelled by the teacher; at the start of each agent's
-  episode, the teacher drives that episode with probability ``p`` (DAgger's mixing, set by
-  the trainer as it falls from 1 to 0), else the student does.
+- ``dagger``: every state is labelled by the teacher, and the env gets the mixture policy
+  of Ross et al. (2011): at every step, each agent takes the teacher's action with
+  probability ``p`` (set by the trainer as it falls from 1 to 0), else the student's. The
+  draw is per step, not per episode: with long episodes (Ball3D's run 1000 steps) a
+  per-episode draw made at p = 1 would leave the teacher driving long after p has fallen,
+  and the student would never visit (and get labelled on) its own mistakes. The episodes
+  count as the student's (their return is the mixture's until p reaches 0).
 - ``offline``: the student drives every agent and nothing is labelled (the labels come
   from ``.demo`` files on the learner's side).
 
@@ -96,7 +100,7 @@ class ImitationManager(AgentManager):
         teacher: the teacher call (None only in ``offline`` mode).
         mode: one of ``MODES``.
         teacher_share: ``teacher`` mode: the share of agents the teacher drives.
-        seed: seeds DAgger's draws of who drives an episode.
+        seed: seeds DAgger's draws of who acts at each step.
     """
 
     def __init__(self, behavior_name: str, spec: BehaviorSpec, actor: Actor, time_horizon: int,
@@ -129,7 +133,7 @@ class ImitationManager(AgentManager):
         self.labels = 0  # teacher-labelled steps recorded so far
 
     def set_teacher_probability(self, probability: float) -> None:
-        """DAgger: the probability that the teacher drives an episode starting from now."""
+        """DAgger: the probability that an agent takes the teacher's action at a step."""
         self.teacher_probability = float(probability)
 
     # --- rows -------------------------------------------------------------------------------
@@ -145,11 +149,18 @@ class ImitationManager(AgentManager):
         """Chooses the driver of the episodes that start at ``rows``."""
         if self.mode == "teacher":
             self._driver[rows] = teacher_rows(len(self._driver), self.teacher_share)[rows]
-        elif self.mode == "dagger":
-            self._driver[rows] = self.rng.random(len(rows)) < self.teacher_probability
-        else:
+        else:  # dagger mixes per step (``_steering``); offline: the student drives
             self._driver[rows] = False
         self._fresh[rows] = False
+
+    def _steering(self, by_teacher: np.ndarray) -> np.ndarray:
+        """[n] bool: the agents whose env action is the teacher's at this step."""
+        if self.mode != "dagger":
+            return by_teacher
+        p = self.teacher_probability
+        if p <= 0.0 or p >= 1.0:  # no draw at the ends of the schedule
+            return np.full(len(by_teacher), p >= 1.0)
+        return self.rng.random(len(by_teacher)) < p
 
     # --- acting -----------------------------------------------------------------------------
     def step(self, decision_steps: DecisionSteps, terminal_steps: TerminalSteps) -> ActionTuple:
@@ -191,6 +202,7 @@ class ImitationManager(AgentManager):
         labelled = np.flatnonzero(label)
         teacher_index = np.flatnonzero(by_teacher)
         student_index = np.flatnonzero(~by_teacher)
+        steering = self._steering(by_teacher)
         if len(labelled):
             labels = self.teacher(take_decisions(decision_steps, labelled))
             labels = ActionTuple(np.asarray(labels.continuous, np.float32),
@@ -203,12 +215,13 @@ class ImitationManager(AgentManager):
                 info.log_probs, {}, info.memory)
             recorded.actions.continuous[labelled] = labels.continuous
             recorded.actions.discrete[labelled] = labels.discrete
-            # The env gets the teacher's actions where the teacher drives (labelled ⊇ those).
+            # The env gets the teacher's actions where the teacher steers (labelled ⊇ those).
             env_actions = ActionTuple(env_actions.continuous.copy(),
                                       env_actions.discrete.copy())
-            at = np.flatnonzero(by_teacher[labelled])
-            env_actions.continuous[teacher_index] = labels.continuous[at]
-            env_actions.discrete[teacher_index] = labels.discrete[at]
+            at = np.flatnonzero(steering[labelled])
+            steered = np.flatnonzero(steering)
+            env_actions.continuous[steered] = labels.continuous[at]
+            env_actions.discrete[steered] = labels.discrete[at]
         else:
             recorded = info
         self._teacher_info = _take_info(recorded, teacher_index) if len(teacher_index) else None
