@@ -16,7 +16,8 @@ reported. With ``brain_to_imitate`` the labels are another behavior's steps and 
 (``BehaviorRecorder`` on that behavior's AgentManager; the runner connects it).
 
 Stats: ``Losses/Cloning Loss``; ``Environment/Cumulative Reward`` of the episodes the
-student drove; ``Policy/Teacher Reward`` of those the teacher drove; ``Policy/Teacher
+student drove (in dagger mode, the mixture's until its probability reaches 0);
+``Policy/Teacher Reward`` of those the teacher drove (teacher mode); ``Policy/Teacher
 Agreement`` (discrete: the share of freshly labelled states, not trained on yet, where the
 student's most likely action equals the teacher's in every branch; continuous:
 ``Policy/Teacher Action Difference``, the mean absolute difference of its mean action,
