@@ -577,7 +577,7 @@ class PPOOptimizer:
                 for r, j in enumerate(members.tolist()):
                     block[r, :lengths[j]] = x[starts[j]:starts[j] + lengths[j]]
                     block[r, lengths[j]] = last[j]
-                grid.append(block.reshape(-1, *x.shape[1:]))
+                grid.append(block.reshape(len(members) * width, *x.shape[1:]))
             outputs, states = self._trace_fn(grid, first, width)
             outputs = tf.nest.map_structure(lambda v: v.numpy(), outputs)
             if step is None:
