@@ -3,7 +3,6 @@ import signal
 
 import numpy as np
 
-from tftrainers.envs import make
 from tftrainers.settings import RunOptions
 from tftrainers.trainers.registry import create_trainer
 
