@@ -82,7 +82,7 @@ class PPOBatch(NamedTuple):
     returns: Tuple[tf.Tensor, ...]  # per stream [B]
     old_values: Tuple[tf.Tensor, ...]  # per stream [B]
     memory: tf.Tensor  # [B, memory_size] read at each step; a minibatch keeps sequence starts
-    critic_memory: tf.Tensor  # [B, memory_size] the critic's state at each step (likewise)
+    critic_memory: tf.Tensor  # [B, critic_state_size] the critic's state at each step (likewise)
     done: tf.Tensor  # [B] 1 on the last step of an episode that really ended
     loss_mask: tf.Tensor  # [B] 1 = real step
 
