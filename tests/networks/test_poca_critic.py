@@ -1,6 +1,7 @@
 """MA-POCA's attention critic: absent members and member order change nothing."""
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from tftrainers.envs.base import ActionSpec, ObservationKind, ObservationSpec
 from tftrainers.networks import POCACritic, ResidualSelfAttention
@@ -95,3 +96,37 @@ def test_a_lone_member_and_the_member_count():
 def test_heads_must_divide_the_units():
     with pytest.raises(ValueError, match="do not split into 4 heads"):
         ResidualSelfAttention(30)
+
+
+def test_memory_over_sequences_equals_stepping_one_step_at_a_time():
+    critic = POCACritic(SPECS, ACTIONS, ["extrinsic"], hidden_units=16, num_layers=1,
+                        memory_size=8)
+    critic.observe_group_size(3)
+    rng = np.random.default_rng(2)
+    # Two sequences of three steps, rows [s0 t0..t2, s1 t0..t2]; members come and go.
+    obs, _ = group(rng, batch=6)
+    mask = np.array([[1, 1, 1], [1, 1, 0], [1, 0, 0], [1, 0, 1], [1, 1, 1], [1, 1, 1]],
+                    np.float32)
+    cont, disc = actions(rng, batch=6)
+    start = rng.normal(0, 0.5, (2, 8)).astype(np.float32)
+    own, team = [o[:, 0] for o in obs], [o[:, 1:] for o in obs]
+    for features, whole in (
+            (critic.value_features(obs, mask), critic.value(obs, mask, start, 3)),
+            (critic.baseline_features(own, team, cont, disc, mask[:, 1:]),
+             critic.baseline(own, team, cont, disc, mask[:, 1:], start, 3))):
+        traced, states = critic.trace(features, start, 3)
+        np.testing.assert_allclose(whole["extrinsic"], np.reshape(traced["extrinsic"], -1),
+                                   atol=1e-5)
+        np.testing.assert_array_equal(states[:, 0], start)
+        for t in range(3):  # one step from the state before it gives that step's value
+            stepped = critic.heads(tf.gather(features, [t, 3 + t]), states[:, t], 1)
+            np.testing.assert_allclose(stepped["extrinsic"], traced["extrinsic"][:, t],
+                                       atol=1e-5)
+    # The memory carries what came before: a different start changes the values.
+    other = critic.value(obs, mask, start + 1.0, 3)["extrinsic"]
+    assert not np.allclose(other, critic.value(obs, mask, start, 3)["extrinsic"])
+
+
+def test_critic_memory_size_must_be_even():
+    with pytest.raises(ValueError, match="positive even number"):
+        POCACritic(SPECS[:1], ACTIONS, ["extrinsic"], hidden_units=8, memory_size=7)

@@ -1,7 +1,8 @@
 """Small settings and loops for trainer tests."""
+import signal
+
 import numpy as np
 
-from tftrainers.envs import make
 from tftrainers.settings import RunOptions
 from tftrainers.trainers.registry import create_trainer
 
@@ -57,3 +58,19 @@ def variables(trainer):
         for i, v in enumerate(obj.variables):
             out.append((f"{key}/{i}/{v.name}", np.array(v.numpy())))
     return out
+
+
+class SigintAfter:
+    """Wraps an env; raises SIGINT (as Ctrl-C would) at its n-th step."""
+
+    def __init__(self, env, n):
+        self.env, self.n, self.count = env, n, 0
+
+    def __getattr__(self, name):
+        return getattr(self.env, name)
+
+    def step(self):
+        self.count += 1
+        if self.count == self.n:
+            signal.raise_signal(signal.SIGINT)
+        self.env.step()

@@ -198,14 +198,8 @@ def test_learn_cli_exports_and_evaluates(tmp_path):
     json.dumps(result)
 
 
-def test_poca_refuses_memory_and_odd_hidden_units(tmp_path):
+def test_poca_refuses_odd_hidden_units(tmp_path):
     env = make("builtin:DungeonEscape", seed=0, num_areas=1)
-    memory = trainer_settings("DungeonEscape", trainer_type="poca",
-                              network_settings={"memory": {"memory_size": 8,
-                                                           "sequence_length": 4}})
-    with pytest.raises(ConfigError, match=r"network_settings.memory: not available with "
-                                          r"trainer_type poca"):
-        make_trainer(tmp_path, env, "DungeonEscape", memory)
     odd = trainer_settings("DungeonEscape", trainer_type="poca",
                            network_settings={"hidden_units": 30})
     with pytest.raises(ConfigError, match="hidden_units: 30 does not split into the critic's 4 "

@@ -2,7 +2,6 @@
 import csv
 import json
 import os
-import signal
 import textwrap
 
 import numpy as np
@@ -13,7 +12,7 @@ from tftrainers.checkpoint import Checkpointer, CheckpointError
 from tftrainers.cli import learn_main
 from tftrainers.envs import make
 
-from .helpers import drive, make_trainer, manager_of, trainer_settings, variables
+from .helpers import SigintAfter, drive, make_trainer, manager_of, trainer_settings, variables
 
 CONFIG = """
 behaviors:
@@ -30,22 +29,6 @@ env_settings:
   env_path: builtin:Basic
   seed: 1
 """
-
-
-class SigintAfter:
-    """Wraps an env; raises SIGINT (as Ctrl-C would) at its n-th step."""
-
-    def __init__(self, env, n):
-        self.env, self.n, self.count = env, n, 0
-
-    def __getattr__(self, name):
-        return getattr(self.env, name)
-
-    def step(self):
-        self.count += 1
-        if self.count == self.n:
-            signal.raise_signal(signal.SIGINT)
-        self.env.step()
 
 
 def checkpoint_steps(results, behavior="Basic"):

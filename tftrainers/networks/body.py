@@ -87,14 +87,7 @@ class NetworkBody(keras.layers.Layer):
         self.lstm_cell = None
         self._lstm_sequence = None
         if self.memory_size:
-            # unit_forget_bias (on by default) matches ML-Agents' forget_bias=1.0.
-            self.lstm_cell = keras.layers.LSTMCell(self.memory_size // 2, name="lstm")
-            self.lstm_cell.build((None, size))
-            # Sequences run through the same cell in a while loop; single steps (acting,
-            # export) call the cell directly so exported graphs have no loop.
-            self._lstm_sequence = keras.layers.RNN(self.lstm_cell, return_sequences=True,
-                                                   return_state=True, name="lstm_sequence")
-            self._lstm_sequence.build((None, None, size))
+            self.lstm_cell, self._lstm_sequence = build_lstm(self.memory_size, size)
             size = self.memory_size // 2
         self.encoding_size = size
         self.built = True
@@ -126,7 +119,7 @@ class NetworkBody(keras.layers.Layer):
         x = self.features(obs)
         if not self.memory_size:
             return x, None
-        return self._recurrent(x, memory, int(sequence_length))
+        return run_lstm(self.lstm_cell, self._lstm_sequence, x, memory, int(sequence_length))
 
     def features(self, obs: Sequence[tf.Tensor]) -> tf.Tensor:
         """The part before the memory: encoders, concatenation, hidden layers ([B, F])."""
@@ -135,45 +128,6 @@ class NetworkBody(keras.layers.Layer):
         for dense in self.hidden_layers:
             x = swish(dense(x))
         return x
-
-    def memory_trace(self, x: tf.Tensor, memory: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
-        """Runs the LSTM over whole trajectories, keeping the state at every step.
-
-        Args:
-            x: [N, T, F] features (``features`` of N trajectories of T steps).
-            memory: [N, memory_size], the state before each trajectory's first step.
-
-        Returns:
-            encoding [N, T, lstm_units] and the states [N, T + 1, memory_size]: before
-            step 0, ..., and after the last step (what a trajectory that stops at any step
-            hands on, and what each training sequence starts from).
-        """
-        h, c = tf.split(memory, 2, axis=-1)
-
-        def step(state, x_t):
-            h_t, c_t = state
-            _, (h_t, c_t) = self.lstm_cell(x_t, [h_t, c_t])
-            return h_t, c_t
-        hs, cs = tf.scan(step, tf.transpose(x, [1, 0, 2]), initializer=(h, c))
-        states = tf.transpose(tf.concat([hs, cs], axis=-1), [1, 0, 2])
-        # An LSTM's output is its h.
-        return (tf.transpose(hs, [1, 0, 2]),
-                tf.concat([memory[:, None], states], axis=1))
-
-    def _recurrent(self, x: tf.Tensor, memory: Optional[tf.Tensor],
-                   sequence_length: int) -> Tuple[tf.Tensor, tf.Tensor]:
-        if sequence_length < 1:
-            raise ValueError(f"sequence_length must be >= 1, got {sequence_length}")
-        if memory is None:
-            n_sequences = tf.shape(x)[0] // sequence_length
-            memory = tf.zeros(tf.stack([n_sequences, self.memory_size]), x.dtype)
-        h, c = tf.split(memory, 2, axis=-1)
-        if sequence_length == 1:
-            out, (h, c) = self.lstm_cell(x, [h, c])
-            return out, tf.concat([h, c], axis=-1)
-        sequences = tf.reshape(x, [-1, sequence_length, x.shape[-1]])
-        out, h, c = self._lstm_sequence(sequences, initial_state=[h, c])
-        return tf.reshape(out, [-1, self.lstm_units]), tf.concat([h, c], axis=-1)
 
     def update_normalization(self, obs: Sequence[tf.Tensor]) -> None:
         """Adds a batch of observations (one [n, *shape] per spec) to the running statistics
@@ -188,3 +142,72 @@ class NetworkBody(keras.layers.Layer):
             if isinstance(mine, VectorInput) and mine.normalizer is not None \
                     and getattr(theirs, "normalizer", None) is not None:
                 mine.normalizer.copy_from(theirs.normalizer)
+
+
+# The LSTM as functions of the cell, so that every network with memory (this body, MA-POCA's
+# critic) runs the same code while its cell stays its own attribute (checkpoint names).
+
+def build_lstm(memory_size: int, input_size: int
+               ) -> Tuple[keras.layers.LSTMCell, keras.layers.RNN]:
+    """An LSTM cell of ``memory_size // 2`` units over ``input_size`` features, and the
+    RNN that runs it over sequences (single steps, as in acting and export, call the cell
+    directly so exported graphs have no loop)."""
+    # unit_forget_bias (on by default) matches ML-Agents' forget_bias=1.0.
+    cell = keras.layers.LSTMCell(memory_size // 2, name="lstm")
+    cell.build((None, input_size))
+    sequence = keras.layers.RNN(cell, return_sequences=True, return_state=True,
+                                name="lstm_sequence")
+    sequence.build((None, None, input_size))
+    return cell, sequence
+
+
+def run_lstm(cell: keras.layers.LSTMCell, sequence: keras.layers.RNN, x: tf.Tensor,
+             memory: Optional[tf.Tensor], sequence_length: int) -> Tuple[tf.Tensor, tf.Tensor]:
+    """The LSTM over a flat batch of N sequences of L steps.
+
+    Args:
+        x: [N * L, F] features, rows [seq0 t0..tL-1, seq1 t0.., ...].
+        memory: [N, 2 * units] concat(h, c) before each sequence's first step; None: zeros.
+        sequence_length: L, a Python int.
+
+    Returns:
+        output [N * L, units] (h at every step) and the state after each sequence [N, 2 * units].
+    """
+    if sequence_length < 1:
+        raise ValueError(f"sequence_length must be >= 1, got {sequence_length}")
+    units = cell.units
+    if memory is None:
+        n_sequences = tf.shape(x)[0] // sequence_length
+        memory = tf.zeros(tf.stack([n_sequences, 2 * units]), x.dtype)
+    h, c = tf.split(memory, 2, axis=-1)
+    if sequence_length == 1:
+        out, (h, c) = cell(x, [h, c])
+        return out, tf.concat([h, c], axis=-1)
+    sequences = tf.reshape(x, [-1, sequence_length, x.shape[-1]])
+    out, h, c = sequence(sequences, initial_state=[h, c])
+    return tf.reshape(out, [-1, units]), tf.concat([h, c], axis=-1)
+
+
+def trace_lstm(cell: keras.layers.LSTMCell, x: tf.Tensor,
+               memory: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+    """Runs the LSTM over whole trajectories, keeping the state at every step.
+
+    Args:
+        x: [N, T, F] features of N trajectories of T steps.
+        memory: [N, 2 * units], the state before each trajectory's first step.
+
+    Returns:
+        output [N, T, units] and the states [N, T + 1, 2 * units]: before step 0, ...,
+        and after the last step (what a trajectory that stops at any step hands on, and
+        what each training sequence starts from).
+    """
+    h, c = tf.split(memory, 2, axis=-1)
+
+    def step(state, x_t):
+        h_t, c_t = state
+        _, (h_t, c_t) = cell(x_t, [h_t, c_t])
+        return h_t, c_t
+    hs, cs = tf.scan(step, tf.transpose(x, [1, 0, 2]), initializer=(h, c))
+    states = tf.transpose(tf.concat([hs, cs], axis=-1), [1, 0, 2])
+    # An LSTM's output is its h.
+    return tf.transpose(hs, [1, 0, 2]), tf.concat([memory[:, None], states], axis=1)

@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from tftrainers.envs.base import ObservationSpec
 from tftrainers.networks.attention import EntityEmbedding, ResidualSelfAttention
-from tftrainers.networks.body import NetworkBody
+from tftrainers.networks.body import NetworkBody, build_lstm, run_lstm, trace_lstm
 from tftrainers.networks.layers import kaiming_normal, swish, track_layers
 
 
@@ -84,6 +84,11 @@ class Critic(keras.Model):
     def memory_size(self) -> int:
         return self.body.memory_size
 
+    @property
+    def state_size(self) -> int:
+        """Width of the recurrent state stored per step for the update (0 without memory)."""
+        return self.memory_size
+
     def call(self, obs: Sequence[tf.Tensor], memory: Optional[tf.Tensor] = None,
              sequence_length: int = 1) -> Tuple[Dict[str, tf.Tensor], Optional[tf.Tensor]]:
         """Value estimates.
@@ -109,19 +114,31 @@ class Critic(keras.Model):
             steps: T (a tensor or int).
 
         Returns:
-            ({stream: [N, T]}, states [N, T + 1, memory_size]) (see
-            ``NetworkBody.memory_trace``).
+            ({stream: [N, T]}, states [N, T + 1, memory_size]) (see ``trace_lstm``).
         """
-        x = self.body.features(obs)
-        x = tf.reshape(x, [-1, steps, x.shape[-1]])
-        encoding, states = self.body.memory_trace(x, memory)
-        flat = tf.reshape(encoding, [-1, encoding.shape[-1]])
-        values = {k: tf.reshape(v, [-1, steps]) for k, v in self.value_heads(flat).items()}
-        return values, states
+        return traced_values(self.value_heads, self.body.lstm_cell, self.body.features(obs),
+                             memory, steps)
 
     def update_normalization(self, obs: Sequence[tf.Tensor]) -> None:
         """See ``NetworkBody.update_normalization``."""
         self.body.update_normalization(obs)
+
+
+def traced_values(heads: ValueHeads, cell: keras.layers.LSTMCell, x: tf.Tensor,
+                  memory: tf.Tensor, steps) -> Tuple[Dict[str, tf.Tensor], tf.Tensor]:
+    """Value heads over the LSTM ``cell`` run through whole trajectories.
+
+    Args:
+        x: [N * T, F] features of N trajectories of T steps, in order.
+        memory: [N, memory_size], each trajectory's state before its first step.
+        steps: T (a tensor or int).
+
+    Returns:
+        ({stream: [N, T]}, states [N, T + 1, memory_size]) (see ``trace_lstm``).
+    """
+    encoding, states = trace_lstm(cell, tf.reshape(x, [-1, steps, x.shape[-1]]), memory)
+    flat = tf.reshape(encoding, [-1, encoding.shape[-1]])
+    return {k: tf.reshape(v, [-1, steps]) for k, v in heads(flat).items()}, states
 
 
 class POCACritic(keras.Model):
@@ -134,29 +151,42 @@ class POCACritic(keras.Model):
     entity (two ``EntityEmbedding`` s). Either set of entities then goes through the same
     ``ResidualSelfAttention`` (absent members masked, masked mean pool), gets the
     normalised member count ``2 n / max_n - 1`` appended (``max_n``: the largest group
-    seen, a non-trainable weight), ``num_layers`` Dense + swish layers, and the same
-    ``ValueHeads``: value and baseline share one head per reward stream (DESIGN §8).
+    seen, a non-trainable weight), ``num_layers`` Dense + swish layers, with memory an
+    LSTM (``memory_size // 2`` units, on the pooled encoding, as ML-Agents'
+    ``MultiAgentNetworkBody``), and the same ``ValueHeads``: value and baseline share one
+    head per reward stream and the LSTM's weights (DESIGN §8), but not its state: V and
+    each b_i carry their own memory.
 
     Usage::
 
         critic = POCACritic(spec.observation_specs, spec.action_spec, ["extrinsic"])
         values = critic.value(group_obs, group_mask)        # {stream: [B]}
         baselines = critic.baseline(own_obs, team_obs, team_actions, team_mask)
+        # with memory_size > 0: B = N sequences of L steps, memory at each sequence start
+        values = critic.value(group_obs, group_mask, value_memory, sequence_length=L)
+        # whole trajectories, the state at every step (what the update's sequences start from)
+        values, states = critic.trace(critic.value_features(group_obs, group_mask),
+                                      value_memory, steps=T)
 
     Args:
         observation_specs, action_spec: the behavior's (every member shares them).
         stream_names: reward streams.
-        hidden_units, num_layers, normalize, vis_encode_type: ``network_settings``.
+        hidden_units, num_layers, normalize, vis_encode_type, memory_size:
+            ``network_settings``.
         num_heads: attention heads (4, as ML-Agents).
     """
 
     def __init__(self, observation_specs: Sequence[ObservationSpec], action_spec,
                  stream_names: Sequence[str], hidden_units: int = 128, num_layers: int = 2,
                  normalize: bool = False, vis_encode_type: str = "simple", num_heads: int = 4,
-                 name: str | None = "poca_critic", **kwargs):
+                 memory_size: int = 0, name: str | None = "poca_critic", **kwargs):
         super().__init__(name=name, **kwargs)
+        if memory_size < 0 or memory_size % 2:
+            raise ValueError(f"memory_size must be 0 (no memory) or a positive even number "
+                             f"(h and c halves of the LSTM state), got {memory_size}")
         self.observation_specs = tuple(observation_specs)
         self.action_spec = action_spec
+        self.memory_size = int(memory_size)
         self.encoder = NetworkBody(observation_specs, hidden_units, 0, normalize,
                                    vis_encode_type, 0, name="observation_encoder")
         size = self.encoder.encoding_size
@@ -174,6 +204,9 @@ class POCACritic(keras.Model):
             hidden.append(dense)
             width = units
         self.hidden_layers = track_layers(self, "hidden", hidden)
+        if self.memory_size:
+            self.lstm_cell, self._lstm_sequence = build_lstm(self.memory_size, width)
+            width = self.memory_size // 2
         self.value_heads = ValueHeads(stream_names, width, name="value_heads")
         self.max_members = self.add_weight(shape=(), initializer="ones", trainable=False,
                                            name="max_members")
@@ -183,7 +216,11 @@ class POCACritic(keras.Model):
     def stream_names(self) -> Tuple[str, ...]:
         return self.value_heads.stream_names
 
-    memory_size = 0
+    @property
+    def state_size(self) -> int:
+        """Width of the recurrent state stored per step for the update: the value's memory
+        then the baseline's, ``2 * memory_size`` (0 without memory)."""
+        return 2 * self.memory_size
 
     def _encode(self, obs: Sequence[tf.Tensor]) -> tf.Tensor:
         """One [B, N, *shape] tensor per spec -> [B, N, encoding] (shared encoder)."""
@@ -201,45 +238,88 @@ class POCACritic(keras.Model):
             parts.append(tf.one_hot(discrete[..., i], int(size), dtype=tf.float32))
         return tf.concat(parts, axis=-1)
 
-    def _heads(self, entities: tf.Tensor, mask: tf.Tensor) -> Dict[str, tf.Tensor]:
+    def _pooled(self, entities: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+        """Attention, masked pool, member count and hidden layers: [B, F] before the memory."""
         pooled = self.attention(entities, mask)
         count = tf.reduce_sum(mask, axis=1, keepdims=True)
         x = tf.concat([pooled, 2.0 * count / self.max_members - 1.0], axis=1)
         for dense in self.hidden_layers:
             x = swish(dense(x))
-        return self.value_heads(x)
+        return x
 
-    def value(self, group_obs: Sequence[tf.Tensor], group_mask: tf.Tensor) -> Dict[str, tf.Tensor]:
+    def value_features(self, group_obs: Sequence[tf.Tensor], group_mask: tf.Tensor) -> tf.Tensor:
+        """V's encoding before the memory, [B, F] (arguments as ``value``)."""
+        return self._pooled(self.obs_embedding(self._encode(group_obs)), group_mask)
+
+    def baseline_features(self, own_obs: Sequence[tf.Tensor], team_obs: Sequence[tf.Tensor],
+                          team_continuous: tf.Tensor, team_discrete: tf.Tensor,
+                          team_mask: tf.Tensor) -> tf.Tensor:
+        """b_i's encoding before the memory, [B, F] (arguments as ``baseline``)."""
+        own = self.obs_embedding(self._encode([o[:, None] for o in own_obs]))
+        team = self._encode(team_obs)
+        team = self.obs_action_embedding(tf.concat(
+            [team, self._flat_actions(team_continuous, team_discrete)], axis=-1))
+        mask = tf.concat([tf.ones_like(team_mask[:, :1]), team_mask], axis=1)
+        return self._pooled(tf.concat([own, team], axis=1), mask)
+
+    def heads(self, features: tf.Tensor, memory: Optional[tf.Tensor] = None,
+              sequence_length: int = 1) -> Dict[str, tf.Tensor]:
+        """Values {stream: [B]} of ``value_features`` or ``baseline_features`` [B, F]: with
+        memory, N sequences of L = ``sequence_length`` steps from ``memory`` [N,
+        memory_size] (None: zeros)."""
+        if self.memory_size:
+            features, _ = run_lstm(self.lstm_cell, self._lstm_sequence, features, memory,
+                                   int(sequence_length))
+        return self.value_heads(features)
+
+    def trace(self, features: tf.Tensor, memory: tf.Tensor,
+              steps) -> Tuple[Dict[str, tf.Tensor], tf.Tensor]:
+        """Values of whole trajectories, memory carried through every step.
+
+        Args:
+            features: [N * T, F] ``value_features`` or ``baseline_features`` of N
+                trajectories of T steps, in order.
+            memory: [N, memory_size] the (value or baseline) memory before each first step.
+            steps: T.
+
+        Returns:
+            ({stream: [N, T]}, states [N, T + 1, memory_size]) (see ``trace_lstm``).
+        """
+        return traced_values(self.value_heads, self.lstm_cell, features, memory, steps)
+
+    def value(self, group_obs: Sequence[tf.Tensor], group_mask: tf.Tensor,
+              memory: Optional[tf.Tensor] = None,
+              sequence_length: int = 1) -> Dict[str, tf.Tensor]:
         """V of the group's state.
 
         Args:
             group_obs: per observation spec [B, M, *shape]: every member's observation.
             group_mask: [B, M] float32, 1 = the member is present.
+            memory, sequence_length: with memory, see ``heads``.
 
         Returns:
             {stream: [B] float32}.
         """
-        return self._heads(self.obs_embedding(self._encode(group_obs)), group_mask)
+        return self.heads(self.value_features(group_obs, group_mask), memory, sequence_length)
 
     def baseline(self, own_obs: Sequence[tf.Tensor], team_obs: Sequence[tf.Tensor],
                  team_continuous: tf.Tensor, team_discrete: tf.Tensor,
-                 team_mask: tf.Tensor) -> Dict[str, tf.Tensor]:
+                 team_mask: tf.Tensor, memory: Optional[tf.Tensor] = None,
+                 sequence_length: int = 1) -> Dict[str, tf.Tensor]:
         """Member i's counterfactual baseline b_i(own observation, teammates' obs and actions).
 
         Args:
             own_obs: per spec [B, *shape]; team_obs: per spec [B, K, *shape];
             team_continuous: [B, K, c] raw; team_discrete: [B, K, branches] int32;
             team_mask: [B, K] float32, 1 = present.
+            memory, sequence_length: with memory, see ``heads`` (the baseline's own memory).
 
         Returns:
             {stream: [B] float32}.
         """
-        own = self.obs_embedding(self._encode([o[:, None] for o in own_obs]))
-        team = self._encode(team_obs)
-        team = self.obs_action_embedding(tf.concat(
-            [team, self._flat_actions(team_continuous, team_discrete)], axis=-1))
-        mask = tf.concat([tf.ones_like(team_mask[:, :1]), team_mask], axis=1)
-        return self._heads(tf.concat([own, team], axis=1), mask)
+        return self.heads(self.baseline_features(own_obs, team_obs, team_continuous,
+                                                 team_discrete, team_mask),
+                          memory, sequence_length)
 
     def observe_group_size(self, members: tf.Tensor) -> None:
         """Raises ``max_n`` to ``members`` (the largest group in a batch) if it is larger."""

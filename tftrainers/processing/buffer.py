@@ -71,7 +71,7 @@ class BufferKey(_Key):
     GROUP_REWARD = "group_reward"  # [T] float32
     DONE = "done"  # [T] float32, 1 on the last step of an episode that really ended
     MEMORY = "memory"  # [T, memory_size] float32, recurrent state the policy read at step t
-    CRITIC_MEMORY = "critic_memory"  # [T, memory_size] float32, the critic's state at step t
+    CRITIC_MEMORY = "critic_memory"  # [T, critic state] float32 at step t (POCA: value + baseline)
     MASK = "mask"  # [T] float32, 1 = real step, 0 = sequence padding
     ADVANTAGES = "advantages"  # [T] float32, advantage combined over reward streams
     # Groups (MA-POCA): K teammate slots per step, absent slots masked (K fixed per buffer).

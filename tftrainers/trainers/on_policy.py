@@ -163,6 +163,22 @@ class OnPolicyTrainer(Trainer):
             self.stats.set_stat(key, value)
         self.publish_weights(self.optimizer.actor_weights)
 
+    def append_to_buffer(self, trajectories: List[Trajectory], fields: List[Dict],
+                         computed: Dict) -> None:
+        """Appends the trajectories' ``fields`` (their ``to_fields()``) with the targets
+        ``computed`` for them ({key: [steps]}, concatenated in the trajectories' order) to
+        the update buffer: one chunk without memory, else each trajectory on its own, so
+        that its last sequence is padded and every sequence starts on its own steps."""
+        if self.buffer.sequence_length == 1:  # nothing to pad: the batch as one chunk
+            steps = {key: np.concatenate([f[key] for f in fields]) for key in fields[0]}
+            self.buffer.append({**steps, **computed})
+            return
+        offset = 0
+        for t, steps in zip(trajectories, fields):
+            end = offset + len(t)
+            self.buffer.append({**steps, **{k: v[offset:end] for k, v in computed.items()}})
+            offset = end
+
     # --- reward signals (shared by PPO and POCA) ---------------------------------------------
     def _evaluate_rewards(self, trajectories: List[Trajectory], fields: List[Dict],
                           obs: List[np.ndarray],

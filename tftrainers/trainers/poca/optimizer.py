@@ -1,7 +1,7 @@
 """POCAOptimizer: MA-POCA's losses on PPO's update machinery; owns the attention critic.
 
     optimizer = POCAOptimizer(policy, trainer_settings)
-    estimates = optimizer.group_values(batch)        # values, baselines, bootstraps
+    estimates = optimizer.group_estimates(trajectories, steps, after)  # V, b_i, bootstraps
     stats = optimizer.update(buffer, step, rng)      # num_epoch passes, one compiled call
 
 Loss terms (Cohen et al. 2021; ML-Agents' ``poca/optimizer_torch.py``), per minibatch:
@@ -11,20 +11,28 @@ Loss terms (Cohen et al. 2021; ML-Agents' ``poca/optimizer_torch.py``), per mini
     loss       = L_policy + 0.5 (L_value + 0.5 L_baseline) - beta * entropy
 V(s) is the centralised value of every present member's observation, b_i the
 counterfactual baseline of member i's observation and its teammates' observations and
-actions (``networks.POCACritic``). Everything else (schedules, the fused Adam over actor
+actions (``networks.POCACritic``).
+
+With ``network_settings.memory`` the actor is PPO's recurrent actor and the critic has an
+LSTM after its attention and pooling, as ML-Agents' MA-POCA: V and b_i each carry their own
+state through an agent's trajectories (PPO's ``replay``, in waves per agent, the group's
+observations after the last step as one more step for the bootstrap), stored at every step
+as one CRITIC_MEMORY field [value memory, baseline memory]; the update replays each
+minibatch's sequences from the states stored at their first steps. Everything else (schedules, the fused Adam over actor
 and critic, learned reward signals stepping inside the same compiled loop, the non-finite
 guard, minibatch indices) is ``PPOOptimizer``'s, through its hooks.
 """
 from __future__ import annotations
 
-from typing import Dict, NamedTuple, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 
 from tftrainers.acting import pad_rows
 from tftrainers.networks import POCACritic
-from tftrainers.processing import AgentBuffer, BufferKey, StreamField, stream_key, team_obs_key
+from tftrainers.processing import (AgentBuffer, BufferKey, StreamField, Trajectory, stream_key,
+                                   team_obs_key)
 from tftrainers.tf_utils.compiled import CompiledFunction
 from tftrainers.trainers.ppo.optimizer import PPOBatch, PPOOptimizer, value_loss
 
@@ -37,6 +45,21 @@ POCABatch = NamedTuple("POCABatch", [*((name, object) for name in PPOBatch._fiel
                                      ("team_obs", tuple), ("team_continuous_action", object),
                                      ("team_discrete_action", object), ("team_mask", object),
                                      ("old_baselines", tuple)])
+
+
+class GroupEstimates(NamedTuple):
+    """The critic's estimates for a batch of trajectories (steps concatenated in order).
+
+    values, baselines: {stream: [steps]} V of the group and b_i at every step; bootstrap:
+    {stream: [trajectories]} V of the group after each trajectory's last step; memory:
+    [steps, 2 * memory_size] the critic's states each step was read with (value memory,
+    then baseline memory), None without memory.
+    """
+
+    values: Dict[str, np.ndarray]
+    baselines: Dict[str, np.ndarray]
+    bootstrap: Dict[str, np.ndarray]
+    memory: Optional[np.ndarray]
 
 
 class GroupBatch(NamedTuple):
@@ -52,6 +75,12 @@ class GroupBatch(NamedTuple):
     team_discrete: np.ndarray
     team_mask: np.ndarray
 
+    def fields(self) -> List[np.ndarray]:
+        """Flat, in the order the critic's trace reads them: obs, team_obs (per spec),
+        team_continuous, team_discrete, team_mask."""
+        return [*self.obs, *self.team_obs, self.team_continuous, self.team_discrete,
+                self.team_mask]
+
 
 def group_inputs(obs: Sequence[tf.Tensor], team_obs: Sequence[tf.Tensor],
                  team_mask: tf.Tensor):
@@ -65,7 +94,7 @@ class POCAOptimizer(PPOOptimizer):
     """PPOOptimizer with the POCA critic, baselines and loss (see the module docstring).
 
     Args: as PPOOptimizer (``critic_runtime`` is unused: the critic's values are computed
-    in TensorFlow, once per update). Memory is not supported (the trainer refuses it).
+    in TensorFlow, once per update).
     """
 
     LOSS_STAT_NAMES = ("Losses/Policy Loss", "Losses/Value Loss", "Losses/Baseline Loss",
@@ -75,7 +104,8 @@ class POCAOptimizer(PPOOptimizer):
         ns = self.settings.network_settings
         spec = self.policy.spec
         return POCACritic(spec.observation_specs, spec.action_spec, self.streams,
-                          ns.hidden_units, ns.num_layers, ns.normalize, ns.vis_encode_type)
+                          ns.hidden_units, ns.num_layers, ns.normalize, ns.vis_encode_type,
+                          memory_size=self.memory_size)
 
     def batch_signature(self) -> POCABatch:
         spec, f32 = self.policy.spec, tf.float32
@@ -99,6 +129,12 @@ class POCAOptimizer(PPOOptimizer):
                 tf.TensorSpec([None, None], f32)]
         own = tuple(tf.TensorSpec([None, *o.shape], f32) for o in spec.observation_specs)
         # Once per update over thousands of steps: not worth an XLA compile per size.
+        if self.memory_size:  # GroupBatch.fields(), the state, the steps per trajectory
+            self._trace_fn = CompiledFunction(self._trace, [
+                [*own, *team[0], *team[1:]],
+                tf.TensorSpec([None, self.critic_state_size], f32),
+                tf.TensorSpec([], tf.int32)], jit_compile=False)
+            return
         self._estimates_fn = CompiledFunction(self._estimates, [own, *team],
                                               jit_compile=False)
         self._group_value_fn = CompiledFunction(self._group_value, [own, *team],
@@ -110,14 +146,18 @@ class POCAOptimizer(PPOOptimizer):
 
     # --- compiled ---------------------------------------------------------------------------
     def _update_step(self, batch: POCABatch, beta: tf.Tensor, epsilon: tf.Tensor):
-        critic = self.critic
+        critic, seq = self.critic, self.sequence_length
         mask = batch.loss_mask
+        value_memory = baseline_memory = None
+        if self.memory_size:  # [sequences, memory_size] each, at each sequence's first step
+            value_memory, baseline_memory = tf.split(batch.critic_memory, 2, axis=1)
         with tf.GradientTape() as tape:
             p_loss, entropy = self.actor_terms(batch, epsilon)
             group_obs, group_mask = group_inputs(batch.obs, batch.team_obs, batch.team_mask)
-            values = critic.value(group_obs, group_mask)
+            values = critic.value(group_obs, group_mask, value_memory, seq)
             baselines = critic.baseline(batch.obs, batch.team_obs, batch.team_continuous_action,
-                                        batch.team_discrete_action, batch.team_mask)
+                                        batch.team_discrete_action, batch.team_mask,
+                                        baseline_memory, seq)
             v_loss = value_loss([values[k] for k in self.streams], batch.old_values,
                                 batch.returns, epsilon, mask, clip=self.hp.clip_value)
             b_loss = value_loss([baselines[k] for k in self.streams], batch.old_baselines,
@@ -138,15 +178,45 @@ class POCAOptimizer(PPOOptimizer):
         del team_continuous, team_discrete  # the value reads observations only
         return self.critic.value(*group_inputs(obs, team_obs, team_mask))
 
+    def _trace(self, inputs, memory, steps):
+        """V and b_i of N trajectories of T steps, each with its own memory carried through
+        (``inputs``: ``GroupBatch.fields()`` [N * T, ...]; ``memory``: [N, 2 m] value then
+        baseline memory). Returns ((values, baselines) {stream: [N, T]}, states
+        [N, T + 1, 2 m])."""
+        n = len(self.policy.spec.observation_specs)
+        obs, team_obs = inputs[:n], inputs[n:2 * n]
+        team_continuous, team_discrete, team_mask = inputs[2 * n:]
+        critic = self.critic
+        value_memory, baseline_memory = tf.split(memory, 2, axis=1)
+        values, value_states = critic.trace(
+            critic.value_features(*group_inputs(obs, team_obs, team_mask)), value_memory, steps)
+        baselines, baseline_states = critic.trace(
+            critic.baseline_features(obs, team_obs, team_continuous, team_discrete, team_mask),
+            baseline_memory, steps)
+        return (values, baselines), tf.concat([value_states, baseline_states], axis=-1)
+
     # --- Python side --------------------------------------------------------------------------
+    def group_estimates(self, trajectories: Sequence[Trajectory], steps: GroupBatch,
+                        after: GroupBatch) -> GroupEstimates:
+        """V and b_i at every step of ``trajectories`` (``steps``, concatenated in order) and
+        V of the group after each one's last step (``after``, one row per trajectory; its
+        actions are not read). With memory, each agent's trajectories run from the states its
+        previous one left (``replay``)."""
+        if not self.memory_size:
+            values, baselines = self.estimates(steps)
+            return GroupEstimates(values, baselines, self.group_value(after), None)
+        replayed = self.replay(trajectories, steps.fields(), after.fields())
+        (values, baselines), (bootstrap, _) = replayed.step, replayed.bootstrap
+        return GroupEstimates(values, baselines, bootstrap, replayed.memory)
+
     def estimates(self, batch: GroupBatch) -> Tuple[Dict[str, np.ndarray], Dict[str, np.ndarray]]:
-        """V(group) and b_i of every step: ({stream: [n]}, {stream: [n]})."""
+        """V(group) and b_i of every step: ({stream: [n]}, {stream: [n]}) (no memory)."""
         values, baselines = self._estimates_fn(*self._args(batch))
         return ({k: v.numpy() for k, v in values.items()},
                 {k: v.numpy() for k, v in baselines.items()})
 
     def group_value(self, batch: GroupBatch) -> Dict[str, np.ndarray]:
-        """V(group) only (bootstraps from the observations after a trajectory)."""
+        """V(group) only (bootstraps from the observations after a trajectory; no memory)."""
         return {k: v.numpy() for k, v in self._group_value_fn(*self._args(batch)).items()}
 
     @staticmethod

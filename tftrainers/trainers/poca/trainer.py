@@ -5,7 +5,8 @@ Per update, for every drained trajectory (DESIGN §8, ML-Agents' ``poca/trainer.
 - each step's extrinsic reward is the agent's own reward + its teammates' own rewards +
   the group reward (other streams, e.g. curiosity or RND, score the agent's own steps);
 - the centralised critic gives V(every member's observation) and the agent's baseline
-  b_i(its observation, its teammates' observations and actions) per step;
+  b_i(its observation, its teammates' observations and actions) per step (with memory,
+  each from its own LSTM state carried through the agent's trajectories);
 - lambda returns ``G_t = r_t + gamma ((1 - lambd) V_{t+1} + lambd G_{t+1})`` bootstrap
   from V of the group after the last step, zeroed only when the agent's episode really
   ended AND its whole group's did (``done and group_done``): a member that left early
@@ -36,10 +37,6 @@ class POCATrainer(OnPolicyTrainer):
     """Trains one behavior whose agents cooperate in groups with MA-POCA."""
 
     def __init__(self, behavior_name, spec, settings, *args, **kwargs):
-        if settings.network_settings.memory is not None:
-            raise ConfigError(f"behaviors.{behavior_name}.network_settings.memory: not "
-                              f"available with trainer_type poca in this version; allowed: "
-                              f"null")
         units = settings.network_settings.hidden_units
         if units % 4:
             raise ConfigError(f"behaviors.{behavior_name}.network_settings.hidden_units: {units} "
@@ -113,8 +110,10 @@ class POCATrainer(OnPolicyTrainer):
         optimizer.update_normalization(obs)
         optimizer.observe_group_size(1 + max(team.team_mask.sum(axis=1).max(),
                                              after.team_mask.sum(axis=1).max()))
-        values, baselines = optimizer.estimates(team)
-        bootstrap = optimizer.group_value(after)
+        # With memory, V and b_i run through each agent's trajectories from the states its
+        # previous one left (the update's sequences start from the states stored here).
+        estimates = optimizer.group_estimates(trajectories, team, after)
+        values, baselines, bootstrap = estimates.values, estimates.baselines, estimates.bootstrap
 
         lengths = np.array([len(t) for t in trajectories])
         bounds = np.cumsum(lengths)[:-1]
@@ -148,5 +147,6 @@ class POCATrainer(OnPolicyTrainer):
             self.stats.add_stat(f"Policy/{provider.stat_name} Baseline Estimate",
                                 baselines[name])
         computed[BufferKey.ADVANTAGES] = np.mean(advantages, axis=0).astype(np.float32)
-        steps = {key: np.concatenate([f[key] for f in fields]) for key in fields[0]}
-        self.buffer.append({**steps, **computed})
+        if estimates.memory is not None:
+            computed[BufferKey.CRITIC_MEMORY] = estimates.memory
+        self.append_to_buffer(trajectories, fields, computed)

@@ -59,12 +59,13 @@ class CriticValues(NamedTuple):
     """The critic's estimates for a batch of trajectories (concatenated in order).
 
     step: {stream: [steps]} value of every step; bootstrap: {stream: [trajectories]} value
-    of each trajectory's ``next_obs``; memory: [steps, memory_size] the critic's state at
-    every step (None without memory).
+    of each trajectory's ``next_obs``; memory: [steps, critic_state_size] the critic's state
+    at every step (None without memory). (``POCAOptimizer.replay``: step and bootstrap are
+    (values, baselines) pairs of such dicts.)
     """
 
-    step: Dict[str, np.ndarray]
-    bootstrap: Dict[str, np.ndarray]
+    step: object
+    bootstrap: object
     memory: Optional[np.ndarray]
 
 
@@ -81,7 +82,7 @@ class PPOBatch(NamedTuple):
     returns: Tuple[tf.Tensor, ...]  # per stream [B]
     old_values: Tuple[tf.Tensor, ...]  # per stream [B]
     memory: tf.Tensor  # [B, memory_size] read at each step; a minibatch keeps sequence starts
-    critic_memory: tf.Tensor  # [B, memory_size] the critic's state at each step (likewise)
+    critic_memory: tf.Tensor  # [B, critic_state_size] the critic's state at each step (likewise)
     done: tf.Tensor  # [B] 1 on the last step of an episode that really ended
     loss_mask: tf.Tensor  # [B] 1 = real step
 
@@ -140,6 +141,10 @@ class PPOOptimizer:
         ns = settings.network_settings
         self.memory_size = policy.memory_size  # the critic's own LSTM, as the actor's
         self.critic = self.create_critic()
+        # The critic's recurrent state stored at every step for the update (PPO: its LSTM's;
+        # POCA: the value's and the baseline's), carried per agent across trajectories.
+        self.critic_state_size = self.critic.state_size
+        self._critic_memories = AgentMemories(self.critic_state_size)
         learned = [p for p in self.reward_providers.values() if p.update_stat_names]
         self.learned_providers = learned
         self.with_next_obs = any(p.needs_next_obs for p in learned)
@@ -204,7 +209,7 @@ class PPOOptimizer:
             returns=tuple(tf.TensorSpec([None], f32) for _ in self.streams),
             old_values=tuple(tf.TensorSpec([None], f32) for _ in self.streams),
             memory=tf.TensorSpec([None, self.policy.memory_size], f32),
-            critic_memory=tf.TensorSpec([None, self.memory_size], f32),
+            critic_memory=tf.TensorSpec([None, self.critic_state_size], f32),
             done=tf.TensorSpec([None], f32),
             loss_mask=tf.TensorSpec([None], f32))
 
@@ -213,12 +218,11 @@ class PPOOptimizer:
         ONNX conversion in onnxruntime (or TensorFlow)."""
         spec, f32 = self.policy.spec, tf.float32
         # Critic values, once per update over whole trajectories.
-        self._critic_memories = AgentMemories(self.memory_size)
         self._critic_runner: Optional[OnnxRunner] = None
         self._read_critic = flat_values(self.critic.variables)
         if self.memory_size:
             self._trace_fn = CompiledFunction(self._trace, [
-                obs_signature(spec), tf.TensorSpec([None, self.memory_size], f32),
+                obs_signature(spec), tf.TensorSpec([None, self.critic_state_size], f32),
                 tf.TensorSpec([], tf.int32)], jit_compile=False)
         else:
             self._obs_sizes = [int(np.prod(o.shape)) for o in spec.observation_specs]
@@ -420,7 +424,7 @@ class PPOOptimizer:
             return pad_rows(buffer[key], capacity)
         memory = (field(BufferKey.MEMORY) if self.policy.memory_size
                   else np.zeros((capacity, 0), np.float32))
-        critic_memory = (field(BufferKey.CRITIC_MEMORY) if self.memory_size
+        critic_memory = (field(BufferKey.CRITIC_MEMORY) if self.critic_state_size
                          else np.zeros((capacity, 0), np.float32))
         return PPOBatch(
             obs=tuple(field(obs_key(i)) for i in range(n_obs)),
@@ -491,9 +495,6 @@ class PPOOptimizer:
                                             self.policy.spec))
         return tf.stack([values[name] for name in self.streams], axis=1)
 
-    def _trace(self, obs, memory, steps):
-        return self.critic.trace(obs, memory, steps)
-
     def values(self, obs: List[np.ndarray]) -> Dict[str, np.ndarray]:
         """Critic values {stream: [n]} of a batch of observations (memoryless critic)."""
         if self._critic_runner is None:
@@ -525,6 +526,34 @@ class PPOOptimizer:
         # With memory, as ML-Agents: each trajectory runs through the critic's LSTM from
         # the state its agent's previous trajectory left, its next observation as one more
         # step (the bootstrap value is taken with the state after the last real step).
+        return self.replay(trajectories, list(obs),
+                           [np.stack([t.next_obs[i] for t in trajectories])
+                            for i in range(len(obs))])
+
+    def _trace(self, inputs, memory, steps):
+        """The compiled trace ``replay`` calls: (outputs {stream: [N, T]}, states
+        [N, T + 1, critic_state_size]) of N trajectories of T steps (``Critic.trace``)."""
+        return self.critic.trace(inputs, memory, steps)
+
+    def replay(self, trajectories: Sequence[Trajectory], inputs: Sequence[np.ndarray],
+               after: Sequence[np.ndarray]) -> CriticValues:
+        """Runs ``trajectories`` through the critic's memory (``self._trace_fn``), each from
+        the state its agent's previous trajectory left (zeros after an episode end), with
+        one more step after its last for the bootstrap; keeps the states for the next
+        trajectories and for the update.
+
+        Args:
+            trajectories: in the order of ``inputs``.
+            inputs: what the trace reads per step, each [steps, ...], the trajectories'
+                steps concatenated.
+            after: the same fields for the step after each trajectory, each [n, ...].
+
+        Returns:
+            CriticValues: ``step`` and ``bootstrap`` have the structure of the trace's
+            outputs (PPO: {stream: ...}), at every step and after each trajectory; ``memory``
+            the state [steps, critic_state_size] each step was read with.
+        """
+        n_steps = len(inputs[0])
         # Trajectories of one agent within a batch are in order; each one after the first
         # starts from where the one before ended, so they run in waves: wave k holds each
         # agent's k-th trajectory of the batch.
@@ -536,30 +565,34 @@ class PPOOptimizer:
         for j, agent in enumerate(agents.tolist()):
             wave[j] = seen.get(agent, -1) + 1
             seen[agent] = int(wave[j])
-        step = {k: np.zeros(n_steps, np.float32) for k in self.streams}
-        bootstrap = {k: np.zeros(len(trajectories), np.float32) for k in self.streams}
-        memory = np.zeros((n_steps, self.memory_size), np.float32)
+        step = bootstrap = None
+        memory = np.zeros((n_steps, self.critic_state_size), np.float32)
         for k in range(int(wave.max()) + 1):
             members = np.flatnonzero(wave == k)
             rows, first = self._critic_memories.read(agents[members])
             width = int(lengths[members].max()) + 1
             grid = []
-            for i, o in enumerate(obs):
-                block = np.zeros((len(members), width, *o.shape[1:]), np.float32)
+            for x, last in zip(inputs, after):
+                block = np.zeros((len(members), width, *x.shape[1:]), x.dtype)
                 for r, j in enumerate(members.tolist()):
-                    block[r, :lengths[j]] = o[starts[j]:starts[j] + lengths[j]]
-                    block[r, lengths[j]] = trajectories[j].next_obs[i]
-                grid.append(block.reshape(-1, *o.shape[1:]))
-            values, states = self._trace_fn(grid, first, width)
-            values = {key: v.numpy() for key, v in values.items()}
+                    block[r, :lengths[j]] = x[starts[j]:starts[j] + lengths[j]]
+                    block[r, lengths[j]] = last[j]
+                grid.append(block.reshape(len(members) * width, *x.shape[1:]))
+            outputs, states = self._trace_fn(grid, first, width)
+            outputs = tf.nest.map_structure(lambda v: v.numpy(), outputs)
+            if step is None:
+                step = tf.nest.map_structure(lambda v: np.zeros(n_steps, np.float32), outputs)
+                bootstrap = tf.nest.map_structure(
+                    lambda v: np.zeros(len(trajectories), np.float32), outputs)
             states = states.numpy()
             ends = lengths[members]
             real = np.arange(width)[None, :] < ends[:, None]
             index = np.concatenate([np.arange(starts[j], starts[j] + lengths[j])
                                     for j in members.tolist()])
-            for key, v in values.items():
-                step[key][index] = v[real]
-                bootstrap[key][members] = v[np.arange(len(members)), ends]
+            for v, at, after_last in zip(tf.nest.flatten(outputs), tf.nest.flatten(step),
+                                         tf.nest.flatten(bootstrap)):
+                at[index] = v[real]
+                after_last[members] = v[np.arange(len(members)), ends]
             memory[index] = states[:, :width][real]
             # Each agent's state for its next trajectory; forgotten after an episode end.
             final = states[np.arange(len(members)), ends]

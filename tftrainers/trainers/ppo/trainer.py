@@ -60,12 +60,4 @@ class PPOTrainer(OnPolicyTrainer):
             computed[stream_key(StreamField.VALUES, name)] = critic.step[name]
         if critic.memory is not None:
             computed[BufferKey.CRITIC_MEMORY] = critic.memory
-        if self.buffer.sequence_length == 1:  # nothing to pad: the batch as one chunk
-            steps = {key: np.concatenate([f[key] for f in fields]) for key in fields[0]}
-            self.buffer.append({**steps, **computed})
-            return
-        offset = 0
-        for t, steps in zip(trajectories, fields):
-            end = offset + len(t)
-            self.buffer.append({**steps, **{k: v[offset:end] for k, v in computed.items()}})
-            offset = end
+        self.append_to_buffer(trajectories, fields, computed)
