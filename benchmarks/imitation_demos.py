@@ -186,6 +186,10 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--jobs", type=int, default=2, help="runs in parallel")
     parser.add_argument("--pyramids-steps", type=int, default=1_000_000)
+    parser.add_argument("--pyramids-variants", nargs="+", default=["demos", "curiosity"],
+                        choices=["demos", "curiosity"],
+                        help="Pyramids variants to run (e.g. only demos after a config change "
+                             "that leaves curiosity's runs as they were)")
     parser.add_argument("--interval", type=int, default=50_000,
                         help="Pyramids checkpoint (and scoring) interval")
     parser.add_argument("--gridworld-steps", type=int, default=None)
@@ -193,11 +197,16 @@ def main(argv=None):
     parser.add_argument("--ball3d-steps", type=int, default=None)
     parser.add_argument("--results-dir", default=None, help="keep the runs here")
     args = parser.parse_args(argv)
+    from tftrainers.console import quiet_tensorflow
+    quiet_tensorflow()  # the checkpoints are scored in this process: its start-up lines would
+    # bury the figures
     workdir = tempfile.mkdtemp(prefix="tftrainers-imitation-")
     results = os.path.abspath(args.results_dir or os.path.join(workdir, "results"))
     makers = {}
     if "pyramids" in args.tasks:
-        configs = pyramids_configs(workdir, args.pyramids_steps, args.interval)
+        configs = {v: c for v, c in pyramids_configs(workdir, args.pyramids_steps,
+                                                     args.interval).items()
+                   if v in args.pyramids_variants}
         makers["pyramids"] = [("pyramids", v, s, lambda v=v, s=s: pyramids_job(
             v, s, configs[v], results)) for v in configs for s in args.seeds]
     if "gail" in args.tasks:
@@ -219,15 +228,20 @@ def main(argv=None):
     def per_seed(task, variant, i=0):
         return [rows[(task, variant, s)][i] for s in args.seeds]
     if "pyramids" in args.tasks:
-        demos, alone = per_seed("pyramids", "demos"), per_seed("pyramids", "curiosity")
+        ran = args.pyramids_variants
+        demos = per_seed("pyramids", "demos") if "demos" in ran else None
+        alone = per_seed("pyramids", "curiosity") if "curiosity" in ran else None
         print("\n| Pyramids | steps to 80% success (mean) | per seed | minutes/run |")
         print("|---|---|---|---|")
         for label, variant, values in (("BC + GAIL + curiosity (6 demo episodes)", "demos", demos),
                                        ("curiosity alone", "curiosity", alone)):
+            if values is None:
+                continue
             m = mean_or_none(values)
             print(f"| {label} | {'not reached' if m is None else f'{m:,.0f}'} | {fmt(values)} | "
                   f"{statistics.mean(per_seed('pyramids', variant, 1)):.1f} |")
-        m_demos, m_alone = mean_or_none(demos), mean_or_none(alone)
+        m_demos = mean_or_none(demos) if demos else None
+        m_alone = mean_or_none(alone) if alone else None
         if m_demos and m_alone:
             print(f"ratio {m_alone / m_demos:.1f}x (target >= 3x)")
     if "gail" in args.tasks:
