@@ -2,8 +2,13 @@ import os
 
 import pytest
 
-# Keep TensorFlow's C++ start-up chatter out of test logs.
+# Keep TensorFlow's C++ start-up chatter out of test logs. The level alone does not hold
+# back the lines TensorFlow's libraries write while they load (before absl's logging is
+# set up); the first import goes through the helper the commands use, which drops them.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from tftrainers.console import import_tensorflow  # noqa: E402
+
+import_tensorflow()
 
 
 @pytest.fixture
