@@ -95,3 +95,18 @@ def test_a_lone_member_and_the_member_count():
 def test_heads_must_divide_the_units():
     with pytest.raises(ValueError, match="do not split into 4 heads"):
         ResidualSelfAttention(30)
+
+
+def test_value_and_baseline_in_one_call_match_the_separate_calls(critic):
+    # The update and the targets compute both from one encoding of the members.
+    rng = np.random.default_rng(3)
+    obs, mask = group(rng)
+    cont, disc = actions(rng)
+    own, team = [o[:, 0] for o in obs], [o[:, 1:] for o in obs]
+    values, baselines = critic.value_and_baseline(own, team, cont, disc, mask[:, 1:])
+    separate_values = critic.value(obs, mask)
+    separate_baselines = critic.baseline(own, team, cont, disc, mask[:, 1:])
+    for name in ("extrinsic", "curiosity"):
+        np.testing.assert_allclose(values[name], separate_values[name], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(baselines[name], separate_baselines[name], rtol=1e-5,
+                                   atol=1e-6)

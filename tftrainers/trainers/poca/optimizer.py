@@ -114,10 +114,9 @@ class POCAOptimizer(PPOOptimizer):
         mask = batch.loss_mask
         with tf.GradientTape() as tape:
             p_loss, entropy = self.actor_terms(batch, epsilon)
-            group_obs, group_mask = group_inputs(batch.obs, batch.team_obs, batch.team_mask)
-            values = critic.value(group_obs, group_mask)
-            baselines = critic.baseline(batch.obs, batch.team_obs, batch.team_continuous_action,
-                                        batch.team_discrete_action, batch.team_mask)
+            values, baselines = critic.value_and_baseline(
+                batch.obs, batch.team_obs, batch.team_continuous_action,
+                batch.team_discrete_action, batch.team_mask)
             v_loss = value_loss([values[k] for k in self.streams], batch.old_values,
                                 batch.returns, epsilon, mask, clip=self.hp.clip_value)
             b_loss = value_loss([baselines[k] for k in self.streams], batch.old_baselines,
@@ -128,11 +127,8 @@ class POCAOptimizer(PPOOptimizer):
                 "Losses/Baseline Loss": b_loss, "Policy/Update Entropy": entropy}
 
     def _estimates(self, obs, team_obs, team_continuous, team_discrete, team_mask):
-        group_obs, group_mask = group_inputs(obs, team_obs, team_mask)
-        values = self.critic.value(group_obs, group_mask)
-        baselines = self.critic.baseline(obs, team_obs, team_continuous, team_discrete,
-                                         team_mask)
-        return values, baselines
+        return self.critic.value_and_baseline(obs, team_obs, team_continuous, team_discrete,
+                                              team_mask)
 
     def _group_value(self, obs, team_obs, team_continuous, team_discrete, team_mask):
         del team_continuous, team_discrete  # the value reads observations only
