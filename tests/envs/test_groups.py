@@ -148,6 +148,38 @@ def test_blocks_stop_at_blocks_agents_and_opposite_pushes():
     assert env.block[0, 0].tolist() == [4, 4] and env.agent[0, 0].tolist() == [4, 3]
 
 
+def test_a_weight_2_block_moves_sideways_with_two_pushers_and_scores_2():
+    # The 2x2 block at rows 3-4, columns 3-4; pushers left of it at (3, 2) and (4, 2).
+    env = pushblock("2", blocks=((3, 3),), agents=((3, 2), (7, 7), (4, 2)))
+    step(env, "PushBlockCollab", RIGHT, STAY, STAY)  # one pusher of two: nothing moves
+    assert env.block[0, 0].tolist() == [3, 3] and env.agent[0, 0].tolist() == [3, 2]
+    step(env, "PushBlockCollab", RIGHT, STAY, RIGHT)
+    assert env.block[0, 0].tolist() == [3, 4]
+    assert env.agent[0, [0, 2]].tolist() == [[3, 3], [4, 3]]  # they follow it
+    # Two from below, one pushing sideways at the same time: the two win.
+    env.agent[0] = [[5, 4], [4, 3], [5, 5]]
+    decision, _ = step(env, "PushBlockCollab", UP, RIGHT, UP)
+    assert env.block[0, 0].tolist() == [2, 4]
+    assert decision.group_reward.tolist() == [pytest.approx(-0.01)] * 3
+    decision, terminal = step(env, "PushBlockCollab", UP, STAY, UP)  # touches row 1: in
+    assert len(decision) == 0 and not terminal.interrupted.any()
+    assert terminal.group_reward.tolist() == [pytest.approx(2 - 0.01)] * 3
+
+
+def test_pushblock_episode_is_cut_at_max_steps_after_half_a_point_of_penalties():
+    env = pushblock("1", blocks=((5, 5),), agents=((7, 0), (7, 1), (7, 2)))
+    total, steps = 0.0, 0
+    while True:
+        decision, terminal = step(env, "PushBlockCollab", STAY, STAY, STAY)
+        steps += 1
+        if len(terminal):
+            total += terminal.group_reward[0]
+            break
+        total += decision.group_reward[0]
+    assert steps == 50 and terminal.interrupted.tolist() == [True] * 3
+    assert total == pytest.approx(-0.5)
+
+
 def test_pushblock_observation_sees_blocks_by_weight_around_the_agent():
     env = pushblock("1,3", blocks=((4, 6), (3, 2)), agents=((6, 3), (0, 0), (7, 7)))
     obs = step(env, "PushBlockCollab", STAY, STAY, STAY)[0].obs[0]

@@ -130,3 +130,40 @@ def test_memory_over_sequences_equals_stepping_one_step_at_a_time():
 def test_critic_memory_size_must_be_even():
     with pytest.raises(ValueError, match="positive even number"):
         POCACritic(SPECS[:1], ACTIONS, ["extrinsic"], hidden_units=8, memory_size=7)
+
+
+def test_value_and_baseline_in_one_call_match_the_separate_calls(critic):
+    # The update and the targets compute both from one encoding of the members.
+    rng = np.random.default_rng(3)
+    obs, mask = group(rng)
+    cont, disc = actions(rng)
+    own, team = [o[:, 0] for o in obs], [o[:, 1:] for o in obs]
+    values, baselines = critic.value_and_baseline(own, team, cont, disc, mask[:, 1:])
+    separate_values = critic.value(obs, mask)
+    separate_baselines = critic.baseline(own, team, cont, disc, mask[:, 1:])
+    for name in ("extrinsic", "curiosity"):
+        np.testing.assert_allclose(values[name], separate_values[name], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(baselines[name], separate_baselines[name], rtol=1e-5,
+                                   atol=1e-6)
+
+
+def test_value_and_baseline_in_one_call_match_the_separate_calls_with_memory():
+    critic = POCACritic(SPECS, ACTIONS, ["extrinsic"], hidden_units=16, num_layers=1,
+                        memory_size=8)
+    critic.observe_group_size(3)
+    rng = np.random.default_rng(4)
+    obs, _ = group(rng, batch=6)  # two sequences of three steps; members come and go
+    mask = np.array([[1, 1, 1], [1, 1, 0], [1, 0, 0], [1, 0, 1], [1, 1, 1], [1, 1, 1]],
+                    np.float32)
+    cont, disc = actions(rng, batch=6)
+    own, team = [o[:, 0] for o in obs], [o[:, 1:] for o in obs]
+    value_memory, baseline_memory = rng.normal(0, 0.5, (2, 2, 8)).astype(np.float32)
+    values, baselines = critic.value_and_baseline(own, team, cont, disc, mask[:, 1:],
+                                                  value_memory, baseline_memory, 3)
+    np.testing.assert_allclose(values["extrinsic"],
+                               critic.value(obs, mask, value_memory, 3)["extrinsic"],
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        baselines["extrinsic"],
+        critic.baseline(own, team, cont, disc, mask[:, 1:], baseline_memory, 3)["extrinsic"],
+        rtol=1e-5, atol=1e-6)

@@ -321,6 +321,40 @@ class POCACritic(keras.Model):
                                                  team_discrete, team_mask),
                           memory, sequence_length)
 
+    def both_features(self, own_obs: Sequence[tf.Tensor], team_obs: Sequence[tf.Tensor],
+                      team_continuous: tf.Tensor, team_discrete: tf.Tensor,
+                      team_mask: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+        """``value_features`` of the group (member i and its teammates) and member i's
+        ``baseline_features``, [B, F] each, from one encoding of every member's observation:
+        member i's observation-only entity is the same in both, and the teammates'
+        encodings feed V's entities and the baseline's observation+action entities. Same
+        results as the two calls (the encoder, the widest layer, then runs once per member
+        instead of twice for member i). Arguments as ``baseline``."""
+        group_obs = [tf.concat([o[:, None], t], axis=1) for o, t in zip(own_obs, team_obs)]
+        mask = tf.concat([tf.ones_like(team_mask[:, :1]), team_mask], axis=1)
+        encoded = self._encode(group_obs)  # [B, 1 + K, encoding], member i first
+        entities = self.obs_embedding(encoded)
+        team = self.obs_action_embedding(tf.concat(
+            [encoded[:, 1:], self._flat_actions(team_continuous, team_discrete)], axis=-1))
+        return (self._pooled(entities, mask),
+                self._pooled(tf.concat([entities[:, :1], team], axis=1), mask))
+
+    def value_and_baseline(self, own_obs: Sequence[tf.Tensor], team_obs: Sequence[tf.Tensor],
+                           team_continuous: tf.Tensor, team_discrete: tf.Tensor,
+                           team_mask: tf.Tensor, value_memory: Optional[tf.Tensor] = None,
+                           baseline_memory: Optional[tf.Tensor] = None,
+                           sequence_length: int = 1
+                           ) -> Tuple[Dict[str, tf.Tensor], Dict[str, tf.Tensor]]:
+        """``value`` of the group (member i and its teammates) and member i's ``baseline``
+        from ``both_features``; with memory, each from its own state (see ``heads``).
+
+        Returns: ({stream: [B]} values, {stream: [B]} baselines).
+        """
+        value_features, baseline_features = self.both_features(
+            own_obs, team_obs, team_continuous, team_discrete, team_mask)
+        return (self.heads(value_features, value_memory, sequence_length),
+                self.heads(baseline_features, baseline_memory, sequence_length))
+
     def observe_group_size(self, members: tf.Tensor) -> None:
         """Raises ``max_n`` to ``members`` (the largest group in a batch) if it is larger."""
         self.max_members.assign(tf.maximum(self.max_members, tf.cast(members, tf.float32)))

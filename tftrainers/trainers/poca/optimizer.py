@@ -153,11 +153,9 @@ class POCAOptimizer(PPOOptimizer):
             value_memory, baseline_memory = tf.split(batch.critic_memory, 2, axis=1)
         with tf.GradientTape() as tape:
             p_loss, entropy = self.actor_terms(batch, epsilon)
-            group_obs, group_mask = group_inputs(batch.obs, batch.team_obs, batch.team_mask)
-            values = critic.value(group_obs, group_mask, value_memory, seq)
-            baselines = critic.baseline(batch.obs, batch.team_obs, batch.team_continuous_action,
-                                        batch.team_discrete_action, batch.team_mask,
-                                        baseline_memory, seq)
+            values, baselines = critic.value_and_baseline(
+                batch.obs, batch.team_obs, batch.team_continuous_action,
+                batch.team_discrete_action, batch.team_mask, value_memory, baseline_memory, seq)
             v_loss = value_loss([values[k] for k in self.streams], batch.old_values,
                                 batch.returns, epsilon, mask, clip=self.hp.clip_value)
             b_loss = value_loss([baselines[k] for k in self.streams], batch.old_baselines,
@@ -168,11 +166,8 @@ class POCAOptimizer(PPOOptimizer):
                 "Losses/Baseline Loss": b_loss, "Policy/Update Entropy": entropy}
 
     def _estimates(self, obs, team_obs, team_continuous, team_discrete, team_mask):
-        group_obs, group_mask = group_inputs(obs, team_obs, team_mask)
-        values = self.critic.value(group_obs, group_mask)
-        baselines = self.critic.baseline(obs, team_obs, team_continuous, team_discrete,
-                                         team_mask)
-        return values, baselines
+        return self.critic.value_and_baseline(obs, team_obs, team_continuous, team_discrete,
+                                              team_mask)
 
     def _group_value(self, obs, team_obs, team_continuous, team_discrete, team_mask):
         del team_continuous, team_discrete  # the value reads observations only
@@ -188,11 +183,10 @@ class POCAOptimizer(PPOOptimizer):
         team_continuous, team_discrete, team_mask = inputs[2 * n:]
         critic = self.critic
         value_memory, baseline_memory = tf.split(memory, 2, axis=1)
-        values, value_states = critic.trace(
-            critic.value_features(*group_inputs(obs, team_obs, team_mask)), value_memory, steps)
-        baselines, baseline_states = critic.trace(
-            critic.baseline_features(obs, team_obs, team_continuous, team_discrete, team_mask),
-            baseline_memory, steps)
+        value_features, baseline_features = critic.both_features(
+            obs, team_obs, team_continuous, team_discrete, team_mask)
+        values, value_states = critic.trace(value_features, value_memory, steps)
+        baselines, baseline_states = critic.trace(baseline_features, baseline_memory, steps)
         return (values, baselines), tf.concat([value_states, baseline_states], axis=-1)
 
     # --- Python side --------------------------------------------------------------------------
