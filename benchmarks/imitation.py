@@ -15,7 +15,8 @@ wall times on a shared machine are noisy.
 for each N, ``teacher`` mode runs ``N / teacher_agents`` steps (the teacher drives that share
 of the agents, and only its steps are labelled) and ``dagger`` mode runs ``N`` steps (the
 student drives every agent and the teacher labels every step). Then it prints the smallest
-budget at which each mode scores >= 0.95 on every seed.
+budget at which each mode scores >= 0.95 on every seed. ``--modes dagger`` (or ``teacher``)
+runs one side only.
 """
 from __future__ import annotations
 
@@ -77,6 +78,10 @@ def main() -> None:
                         help="configs to run in teacher and dagger mode on one label budget")
     parser.add_argument("--labels", nargs="*", type=int, default=[20000, 40000, 80000],
                         help="teacher-label budgets of the --dagger comparison")
+    parser.add_argument("--modes", nargs="+", default=["teacher", "dagger"],
+                        choices=["teacher", "dagger"],
+                        help="--dagger: the modes to run (e.g. only dagger after a change "
+                             "that leaves teacher mode's code path as it was)")
     parser.add_argument("--episodes", type=int, default=200)
     args = parser.parse_args()
     from tftrainers.console import quiet_tensorflow
@@ -97,6 +102,8 @@ def main() -> None:
         reached = {}
         for labels in args.labels:
             for mode, steps in (("teacher", round(labels / share)), ("dagger", labels)):
+                if mode not in args.modes:
+                    continue
                 scores = []
                 for seed in args.seeds:
                     r = run_one(config, seed, results, {"mode": mode, "max_steps": steps},
@@ -105,7 +112,7 @@ def main() -> None:
                     scores.append(r["score"])
                 if min(scores) >= 0.95:
                     reached.setdefault(mode, labels)
-        for mode in ("teacher", "dagger"):
+        for mode in args.modes:
             print(f"{config} {mode}: score >= 0.95 on every seed from "
                   + (f"{reached[mode]} labels" if mode in reached else
                      f"none of the budgets {args.labels}"), flush=True)
