@@ -1,0 +1,159 @@
+"""What a GAIL run on the built-in GridWorld learned: its discriminator and its pit entries.
+
+    python benchmarks/gail_probe.py RUN [RUN ...] [--layouts 400] [--env-steps 3000]
+
+For each ``tftrainers-learn`` run folder of a ``gail`` config on ``builtin:GridWorld``
+(vector observations), from its newest checkpoint:
+
+- ``D goal / D pit``: the discriminator's mean estimate (1 = expert) of stepping into the
+  goal and of stepping into the pit (done = 1), over random layouts with the agent next to
+  that cell. An expert never steps into the pit, so a discriminator that learned the task
+  rates that step far lower.
+- ``blocked: D pit / D other``: layouts where the pit lies between the agent and the goal
+  in a straight line: the move into the pit against the other legal moves.
+- ``pit share``: of the episodes the trained policy (sampled actions) ends in
+  ``--env-steps`` steps of 16 areas, the share that end in the pit, and how many of those
+  pits lay on a shortest (Manhattan) way to the goal.
+
+The README's GAIL section quotes these figures.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from tftrainers.console import quiet_tensorflow  # noqa: E402
+
+BEHAVIOR = "GridWorld"
+
+
+def planes(agent, goal, pit) -> np.ndarray:
+    """The env's vector observation: agent / goal / pit one-hot 5x5 planes, flattened."""
+    x = np.zeros((3, 5, 5), np.float32)
+    for channel, (r, c) in enumerate((agent, goal, pit)):
+        x[channel, r, c] = 1.0
+    return x.reshape(-1)
+
+
+def adjacent_layouts(rng, n, into):
+    """n layouts with the agent next to the goal (into="goal") or the pit; the move into it."""
+    from tftrainers.envs.builtin.gridworld import MOVES, N
+    obs, moves = [], []
+    while len(obs) < n:
+        agent, goal, pit = (np.array(divmod(int(c), N)) for c in rng.permutation(N * N)[:3])
+        target = goal if into == "goal" else pit
+        step = target - agent
+        if np.abs(step).sum() != 1:
+            continue
+        obs.append(planes(agent, goal, pit))
+        moves.append(int(np.flatnonzero((MOVES == step).all(axis=1))[0]))
+    return np.stack(obs), np.array(moves, np.int32)
+
+
+def blocked_layouts(rng, n):
+    """n layouts agent - pit - goal in a straight line; every legal move from each."""
+    from tftrainers.envs.builtin.gridworld import MOVES, N
+    obs, moves, into_pit = [], [], []
+    while len(obs) < n * 3:
+        agent = rng.integers(0, N, 2)
+        step = MOVES[rng.integers(1, len(MOVES))]
+        pit, goal = agent + step, agent + 2 * step
+        if not ((goal >= 0) & (goal < N)).all():
+            continue
+        for move in range(1, len(MOVES)):
+            target = agent + MOVES[move]
+            if ((target >= 0) & (target < N)).all():
+                obs.append(planes(agent, goal, pit))
+                moves.append(move)
+                into_pit.append(bool((target == pit).all()))
+    return np.stack(obs), np.array(moves, np.int32), np.array(into_pit)
+
+
+def discriminator_of(run):
+    from tftrainers.checkpoint import Checkpointer
+    from tftrainers.rewards.gail import GAILRewardProvider
+    from tftrainers.runs import read_behavior_spec, recorded_settings
+    spec = read_behavior_spec(run, BEHAVIOR)
+    settings = recorded_settings(run, BEHAVIOR)
+    if "gail" not in settings.reward_signals:
+        sys.exit(f"{run}: the run has no gail reward signal")
+    cwd = os.getcwd()
+    os.chdir(ROOT)  # the config's demo_path is relative to where the run was started
+    try:
+        provider = GAILRewardProvider("gail", spec, settings.reward_signals["gail"])
+    finally:
+        os.chdir(cwd)
+    Checkpointer(os.path.join(run, BEHAVIOR, "checkpoints"), BEHAVIOR).restore_newest(
+        provider.trackables())
+    return provider
+
+
+def estimate(provider, obs, moves, done):
+    from tftrainers.rewards.base import RewardBatch
+    n = len(obs)
+    batch = RewardBatch(obs=(obs,), next_obs=(obs,),
+                        continuous_action=np.zeros((n, 0), np.float32),
+                        discrete_action=moves[:, None], environment_reward=np.zeros(n, np.float32),
+                        done=np.asarray(done, np.float32), mask=np.ones(n, np.float32))
+    return provider._estimate_fn(batch).numpy()
+
+
+def pit_share(run, env_steps, seed):
+    """(pit ends / all ends, pit ends on a shortest way / pit ends) of the sampled policy."""
+    from tftrainers.envs import make
+    from tftrainers.envs.builtin.gridworld import MOVES, N
+    from tftrainers.evaluate import make_policy
+    env = make("builtin:GridWorld", seed=seed)
+    env.reset()
+    policy = make_policy(run, env, seed=seed)
+    goal_ends = pit_ends = on_way = 0
+    for _ in range(env_steps):
+        decision, _ = env.get_steps(BEHAVIOR)
+        rows = np.asarray(decision.agent_id, np.int64)
+        agent, goal, pit = env.agent[rows].copy(), env.goal[rows].copy(), env.pit[rows].copy()
+        actions = policy(BEHAVIOR, decision)
+        env.set_actions(BEHAVIOR, actions)
+        env.step()
+        target = np.clip(agent + MOVES[actions.discrete[:, 0]], 0, N - 1)
+        into_pit = (target == pit).all(axis=1)
+        goal_ends += int((target == goal).all(axis=1).sum())
+        pit_ends += int(into_pit.sum())
+        way = np.abs(agent - pit).sum(1) + np.abs(pit - goal).sum(1) == np.abs(agent - goal).sum(1)
+        on_way += int((into_pit & way).sum())
+    env.close()
+    return pit_ends / max(goal_ends + pit_ends, 1), on_way / max(pit_ends, 1)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", help="run folders (results/RUN)")
+    parser.add_argument("--layouts", type=int, default=400)
+    parser.add_argument("--env-steps", type=int, default=3000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    quiet_tensorflow()
+    print("| run | D goal | D pit | blocked: D pit | blocked: D other | pit share of ends "
+          "| of those on a shortest way |")
+    print("|---|---|---|---|---|---|---|")
+    for run in args.runs:
+        provider = discriminator_of(run)
+        rng = np.random.default_rng(args.seed)
+        goal = estimate(provider, *adjacent_layouts(rng, args.layouts, "goal"),
+                        np.ones(args.layouts))
+        pit = estimate(provider, *adjacent_layouts(rng, args.layouts, "pit"),
+                       np.ones(args.layouts))
+        obs, moves, into_pit = blocked_layouts(rng, args.layouts)
+        blocked = estimate(provider, obs, moves, into_pit)
+        share, way = pit_share(run, args.env_steps, args.seed)
+        print(f"| {run} | {goal.mean():.3f} | {pit.mean():.3f} | {blocked[into_pit].mean():.3f} "
+              f"| {blocked[~into_pit].mean():.3f} | {share:.3f} | {way:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
