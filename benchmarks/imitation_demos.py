@@ -190,7 +190,7 @@ def main(argv=None):
                         choices=["demos", "curiosity"],
                         help="Pyramids variants to run (e.g. only demos after a config change "
                              "that leaves curiosity's runs as they were)")
-    parser.add_argument("--interval", type=int, default=50_000,
+    parser.add_argument("--interval", type=int, default=25_000,
                         help="Pyramids checkpoint (and scoring) interval")
     parser.add_argument("--gridworld-steps", type=int, default=None)
     parser.add_argument("--basic-steps", type=int, default=None)
