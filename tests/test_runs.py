@@ -1,7 +1,6 @@
 """Reading a run folder back: specs, latest policy, and one-line errors."""
 import textwrap
 
-import numpy as np
 import pytest
 
 from tftrainers.checkpoint import CheckpointError

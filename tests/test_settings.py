@@ -8,7 +8,7 @@ import yaml
 from tftrainers import settings as S
 from tftrainers.settings import (BCSettings, ConfigError, CuriositySettings, GAILSettings,
                                  MemorySettings, NetworkSettings, POCASettings, PPOSettings,
-                                 RewardSignalSettings, RunOptions, TrainerSettings,
+                                 RunOptions, TrainerSettings,
                                  load_run_options)
 
 # The 3DBall config shipped with ML-Agents (config/ppo/3DBall.yaml), verbatim.

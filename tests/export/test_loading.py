@@ -12,7 +12,7 @@ from tftrainers.evaluate import evaluate
 from tftrainers.export import OnnxPolicy, SavedModelPolicy, export_onnx, export_savedmodel
 from tftrainers.trainers.policy import Policy
 
-from .helpers import CASES, STREAMS, env_spec, random_masks, random_obs
+from .helpers import CASES, env_spec, random_masks, random_obs
 
 POLICIES = {"onnx": lambda e, spec, **kw: OnnxPolicy(e.onnx_path, spec, **kw),
             "savedmodel": lambda e, spec, **kw: SavedModelPolicy(e.savedmodel_dir, spec, **kw)}

@@ -7,7 +7,7 @@ import pytest
 
 import tftrainers.runner as runner
 from tftrainers.cli import learn_main
-from tftrainers.envs import ActionSpec, ActionTuple, BaseEnv, make
+from tftrainers.envs import ActionSpec, BaseEnv, make
 from tftrainers.envs.area_env import AreaEnv
 from tftrainers.envs.base import ObservationSpec
 

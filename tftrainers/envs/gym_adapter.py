@@ -20,7 +20,7 @@ from typing import Callable, List, Tuple
 import numpy as np
 
 from tftrainers.envs.area_env import AreaEnv
-from tftrainers.envs.base import ActionSpec, ActionTuple, ObservationKind, ObservationSpec
+from tftrainers.envs.base import ActionSpec, ObservationKind, ObservationSpec
 from tftrainers.envs.checks import EnvDataError, check_agent_memory
 
 # Memory of one gymnasium env copy besides its observations (CartPole-v1 measured ~5 KB

@@ -18,10 +18,9 @@ PPO ratio is taken per dimension / branch (ML-Agents ``ActionLogProbs.flatten()`
 from __future__ import annotations
 
 import math
-from typing import List, NamedTuple, Optional, Sequence
+from typing import List, NamedTuple, Optional
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from tftrainers.envs.base import ActionSpec, allowed_action_mask  # noqa: F401 (re-export)
