@@ -141,8 +141,12 @@ def main(argv=None):
     print("| run | D goal | D pit | blocked: D pit | blocked: D other | pit share of ends "
           "| of those on a shortest way |")
     print("|---|---|---|---|---|---|---|")
+    from tftrainers.checkpoint import CheckpointError
     for run in args.runs:
-        provider = discriminator_of(run)
+        try:
+            provider = discriminator_of(run)
+        except (CheckpointError, ValueError) as error:
+            sys.exit(f"gail_probe.py: {error}")
         rng = np.random.default_rng(args.seed)
         goal = estimate(provider, *adjacent_layouts(rng, args.layouts, "goal"),
                         np.ones(args.layouts))
