@@ -36,7 +36,9 @@ def test_ppo_learns_basic(tmp_path):
 
 
 def test_ppo_learns_to_balance_ball3d(tmp_path):
-    run = train(tmp_path, "Ball3D.yaml", max_steps=60000, summary_freq=20000)
+    # 80k steps: seeds 0, 1, 2 score 28.0, 19.1 and 29.5 (random 1.24). At 60k they were
+    # 6.3, 5.0 and 4.9, too close to any bound to survive a change of numerics.
+    run = train(tmp_path, "Ball3D.yaml", max_steps=80000, summary_freq=20000)
     random = score("builtin:Ball3D", "random", episodes=24)
     trained = score("builtin:Ball3D", run, episodes=24)
-    assert trained >= 4 * random and trained >= 5.0, (trained, random)
+    assert trained >= 5 * random and trained >= 10.0, (trained, random)
