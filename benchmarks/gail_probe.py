@@ -138,15 +138,17 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     quiet_tensorflow()
+    from tftrainers.checkpoint import CheckpointError
+    providers = {}
+    for run in args.runs:  # every folder is checked before any figure is printed
+        try:
+            providers[run] = discriminator_of(run)
+        except (CheckpointError, ValueError) as error:
+            sys.exit(f"gail_probe.py: {error}")
     print("| run | D goal | D pit | blocked: D pit | blocked: D other | pit share of ends "
           "| of those on a shortest way |")
     print("|---|---|---|---|---|---|---|")
-    from tftrainers.checkpoint import CheckpointError
-    for run in args.runs:
-        try:
-            provider = discriminator_of(run)
-        except (CheckpointError, ValueError) as error:
-            sys.exit(f"gail_probe.py: {error}")
+    for run, provider in providers.items():
         rng = np.random.default_rng(args.seed)
         goal = estimate(provider, *adjacent_layouts(rng, args.layouts, "goal"),
                         np.ones(args.layouts))
