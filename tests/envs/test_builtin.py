@@ -14,7 +14,7 @@ def discrete(*actions):
 
 @pytest.mark.parametrize("env_id,env_args", [
     ("builtin:Basic", {}), ("builtin:GridWorld", {}), ("builtin:GridWorld", {"obs": "visual"}),
-    ("builtin:Ball3D", {}), ("builtin:Hallway", {}), ("builtin:Hallway", {"length": 4})])
+    ("builtin:GridWorld", {"obs": "grid"}), ("builtin:Ball3D", {}), ("builtin:Hallway", {}), ("builtin:Hallway", {"length": 4})])
 def test_builtin_envs_pass_the_checker(env_id, env_args):
     report = check_env(make(env_id, seed=1, num_areas=3, **env_args), n_steps=400)
     (counts,) = report.values()
@@ -106,15 +106,20 @@ def test_gridworld_masks_forbid_exactly_the_wall_moves():
     assert decision.action_mask[0].shape == (N * N, len(MOVES))
 
 
-def test_gridworld_visual_matches_vector():
+def test_gridworld_visual_and_grid_match_vector():
     vector = make("builtin:GridWorld", seed=5, num_areas=4)
     visual = make("builtin:GridWorld", seed=5, num_areas=4, obs="visual")
-    vector.reset(), visual.reset()
+    grid = make("builtin:GridWorld", seed=5, num_areas=4, obs="grid")
+    vector.reset(), visual.reset(), grid.reset()
     v = vector.get_steps("GridWorld")[0].obs[0].reshape(4, 3, N, N)
     image = visual.get_steps("GridWorld")[0].obs[0]
     assert image.shape == (4, 20, 20, 3) and image.dtype == np.float32
     assert image.min() >= 0.0 and image.max() <= 1.0
     assert np.array_equal(image[:, ::4, ::4, :].transpose(0, 3, 1, 2), v)
+    (cells,) = grid.get_steps("GridWorld")[0].obs  # one pixel a cell, channels last
+    assert cells.shape == (4, N, N, 3) and cells.dtype == np.float32
+    assert grid.behavior_specs["GridWorld"].observation_specs[0].kind.value == "visual"
+    assert np.array_equal(cells.transpose(0, 3, 1, 2), v)
     for planes in v:  # exactly one agent, one goal, one pit on distinct cells
         assert planes.sum(axis=(1, 2)).tolist() == [1, 1, 1]
         assert planes.sum(axis=0).max() == 1

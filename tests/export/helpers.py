@@ -40,6 +40,9 @@ CASES: Dict[str, Case] = {
                      NetworkSettings(hidden_units=32, num_layers=2)),
     "visual": Case(lambda: env_spec("builtin:GridWorld", obs="visual"),
                    NetworkSettings(hidden_units=16, num_layers=1, vis_encode_type="simple")),
+    # A board of cells, one pixel each, through ML-Agents' small (match3) encoder.
+    "grid": Case(lambda: env_spec("builtin:GridWorld", obs="grid"),
+                 NetworkSettings(hidden_units=16, num_layers=1, vis_encode_type="match3")),
     # Two observations, continuous and two discrete branches.
     "hybrid": Case(lambda: BehaviorSpec((ObservationSpec((8,), "platform"),
                                          ObservationSpec((4,), "target")),

@@ -21,6 +21,7 @@ def updated(trainer):
 @pytest.mark.parametrize("env_id,env_args,network", [
     ("builtin:GridWorld", {"obs": "visual"}, {"vis_encode_type": "simple"}),
     ("builtin:GridWorld", {"obs": "visual"}, {"vis_encode_type": "resnet"}),
+    ("builtin:GridWorld", {"obs": "grid"}, {"vis_encode_type": "match3"}),
     ("builtin:Hallway", {}, {"memory": {"sequence_length": 8, "memory_size": 16}}),
     ("builtin:Ball3D", {}, {"normalize": True}),
 ])

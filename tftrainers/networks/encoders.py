@@ -1,6 +1,6 @@
 """Observation encoders: vector input (optionally normalised) and the visual encoders.
 
-The visual encoders are ML-Agents' (``simple``, ``nature_cnn``, ``resnet``,
+The visual encoders are ML-Agents' (``simple``, ``nature_cnn``, ``resnet``, ``match3``,
 ``fully_connected``), selected by ``network_settings.vis_encode_type``::
 
     encoder = make_visual_encoder("nature_cnn", (84, 84, 3), output_size=128)
@@ -29,6 +29,7 @@ MIN_RESOLUTION = {
     "simple": 20,
     "nature_cnn": 36,
     "resnet": 15,
+    "match3": 5,
     "fully_connected": 1,
 }
 
@@ -145,6 +146,14 @@ class NatureVisualEncoder(_ConvStackEncoder):
     conv_spec = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
 
 
+class Match3VisualEncoder(_ConvStackEncoder):
+    """ML-Agents' small encoder for boards of cells (one pixel a cell, a channel per cell
+    type): conv 35 3x3/1, conv 144 3x3/1, dense; LeakyReLU. Minimum 5x5."""
+
+    encoder_type = "match3"
+    conv_spec = ((35, 3, 1), (144, 3, 1))
+
+
 class FullyConnectedVisualEncoder(VisualEncoder):
     """Flatten and one dense layer with LeakyReLU; any resolution."""
 
@@ -220,6 +229,7 @@ VISUAL_ENCODERS = {
     "simple": SimpleVisualEncoder,
     "nature_cnn": NatureVisualEncoder,
     "resnet": ResNetVisualEncoder,
+    "match3": Match3VisualEncoder,
     "fully_connected": FullyConnectedVisualEncoder,
 }
 

@@ -4,7 +4,9 @@ Agent, goal (+1) and pit (-1) start on three random distinct cells; goal and pit
 episode; every step costs 0.01; 100 steps at most (interrupted). One branch of 5 actions
 (stay, up, down, left, right) with action masks forbidding moves into the walls.
 ``env_args``: ``obs=vector`` (default: three one-hot 5x5 planes, agent / goal / pit,
-flattened to 75) or ``obs=visual`` (the same planes drawn as a 20x20x3 HWC image in [0, 1]).
+flattened to 75), ``obs=visual`` (the same planes drawn as a 20x20x3 HWC image in [0, 1]) or
+``obs=grid`` (the planes as a 5x5x3 image, one pixel a cell, as a grid sensor sees a board;
+for ``vis_encode_type: match3``).
 """
 from __future__ import annotations
 
@@ -52,7 +54,7 @@ class GridWorldEnv(AreaEnv):
     agents_per_area = 1
     default_num_areas = 16
     max_episode_steps = 100
-    env_arg_defaults = {"obs": ("vector", "vector", "visual")}
+    env_arg_defaults = {"obs": ("vector", "vector", "visual", "grid")}
 
     def __init__(self, seed: int = 0, num_areas: int | None = None, **env_args):
         super().__init__(seed, num_areas, **env_args)
@@ -64,6 +66,8 @@ class GridWorldEnv(AreaEnv):
         if self.args["obs"] == "visual":
             side = N * PIXELS_PER_CELL
             return [ObservationSpec((side, side, 3), "grid_image", ObservationKind.VISUAL)]
+        if self.args["obs"] == "grid":
+            return [ObservationSpec((N, N, 3), "grid_cells", ObservationKind.VISUAL)]
         return [ObservationSpec((3 * CELLS,), "grid")]
 
     def action_spec(self):
@@ -97,6 +101,8 @@ class GridWorldEnv(AreaEnv):
         if self.args["obs"] == "visual":
             image = planes.repeat(PIXELS_PER_CELL, axis=1).repeat(PIXELS_PER_CELL, axis=2)
             return [image]
+        if self.args["obs"] == "grid":
+            return [planes]
         return [planes.transpose(0, 3, 1, 2).reshape(len(rows), 3 * CELLS)]
 
     def _action_mask(self, rows):
