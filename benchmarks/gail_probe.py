@@ -3,7 +3,7 @@
     python benchmarks/gail_probe.py RUN [RUN ...] [--layouts 400] [--env-steps 3000]
 
 For each ``tftrainers-learn`` run folder of a ``gail`` config on ``builtin:GridWorld``
-(vector observations), from its newest checkpoint:
+(``obs=vector`` or ``obs=grid``), from its newest checkpoint:
 
 - ``D goal / D pit``: the discriminator's mean estimate (1 = expert) of stepping into the
   goal and of stepping into the pit (done = 1), over random layouts with the agent next to
@@ -33,34 +33,56 @@ from tftrainers.console import quiet_tensorflow  # noqa: E402
 BEHAVIOR = "GridWorld"
 
 
-def planes(agent, goal, pit) -> np.ndarray:
-    """The env's vector observation: agent / goal / pit one-hot 5x5 planes, flattened."""
+def planes(agent, goal, pit, shape=(75,)) -> np.ndarray:
+    """The env's observation of a layout: agent / goal / pit one-hot 5x5 planes, flattened
+    (``obs=vector``, shape (75,)) or channels last (``obs=grid``, shape (5, 5, 3))."""
     x = np.zeros((3, 5, 5), np.float32)
     for channel, (r, c) in enumerate((agent, goal, pit)):
         x[channel, r, c] = 1.0
+    if tuple(shape) == (5, 5, 3):
+        return x.transpose(1, 2, 0)
     return x.reshape(-1)
+
+
+class Layouts:
+    """Layouts (agent, goal, pit cells) and a move from each, observed as ``spec`` sees
+    them: the observation before the move and the one after it."""
+
+    def __init__(self):
+        self.cells, self.moves = [], []
+
+    def add(self, agent, goal, pit, move):
+        self.cells.append((np.array(agent), np.array(goal), np.array(pit)))
+        self.moves.append(int(move))
+
+    def observations(self, shape):
+        from tftrainers.envs.builtin.gridworld import MOVES, N
+        before, after = [], []
+        for (agent, goal, pit), move in zip(self.cells, self.moves):
+            before.append(planes(agent, goal, pit, shape))
+            after.append(planes(np.clip(agent + MOVES[move], 0, N - 1), goal, pit, shape))
+        return np.stack(before), np.stack(after), np.array(self.moves, np.int32)
 
 
 def adjacent_layouts(rng, n, into):
     """n layouts with the agent next to the goal (into="goal") or the pit; the move into it."""
     from tftrainers.envs.builtin.gridworld import MOVES, N
-    obs, moves = [], []
-    while len(obs) < n:
+    layouts = Layouts()
+    while len(layouts.moves) < n:
         agent, goal, pit = (np.array(divmod(int(c), N)) for c in rng.permutation(N * N)[:3])
         target = goal if into == "goal" else pit
         step = target - agent
         if np.abs(step).sum() != 1:
             continue
-        obs.append(planes(agent, goal, pit))
-        moves.append(int(np.flatnonzero((MOVES == step).all(axis=1))[0]))
-    return np.stack(obs), np.array(moves, np.int32)
+        layouts.add(agent, goal, pit, np.flatnonzero((MOVES == step).all(axis=1))[0])
+    return layouts
 
 
 def blocked_layouts(rng, n):
     """n layouts agent - pit - goal in a straight line; every legal move from each."""
     from tftrainers.envs.builtin.gridworld import MOVES, N
-    obs, moves, into_pit = [], [], []
-    while len(obs) < n * 3:
+    layouts, into_pit = Layouts(), []
+    while len(layouts.moves) < n * 3:
         agent = rng.integers(0, N, 2)
         step = MOVES[rng.integers(1, len(MOVES))]
         pit, goal = agent + step, agent + 2 * step
@@ -69,10 +91,9 @@ def blocked_layouts(rng, n):
         for move in range(1, len(MOVES)):
             target = agent + MOVES[move]
             if ((target >= 0) & (target < N)).all():
-                obs.append(planes(agent, goal, pit))
-                moves.append(move)
+                layouts.add(agent, goal, pit, move)
                 into_pit.append(bool((target == pit).all()))
-    return np.stack(obs), np.array(moves, np.int32), np.array(into_pit)
+    return layouts, np.array(into_pit)
 
 
 def discriminator_of(run):
@@ -94,22 +115,23 @@ def discriminator_of(run):
     return provider
 
 
-def estimate(provider, obs, moves, done):
+def estimate(provider, layouts, done):
     from tftrainers.rewards.base import RewardBatch
+    obs, next_obs, moves = layouts.observations(provider.spec.observation_specs[0].shape)
     n = len(obs)
-    batch = RewardBatch(obs=(obs,), next_obs=(obs,),
+    batch = RewardBatch(obs=(obs,), next_obs=(next_obs,),
                         continuous_action=np.zeros((n, 0), np.float32),
                         discrete_action=moves[:, None], environment_reward=np.zeros(n, np.float32),
                         done=np.asarray(done, np.float32), mask=np.ones(n, np.float32))
     return provider._estimate_fn(batch).numpy()
 
 
-def pit_share(run, env_steps, seed):
+def pit_share(run, env_steps, seed, obs="vector"):
     """(pit ends / all ends, pit ends on a shortest way / pit ends) of the sampled policy."""
     from tftrainers.envs import make
     from tftrainers.envs.builtin.gridworld import MOVES, N
     from tftrainers.evaluate import make_policy
-    env = make("builtin:GridWorld", seed=seed)
+    env = make("builtin:GridWorld", seed=seed, obs=obs)
     env.reset()
     policy = make_policy(run, env, seed=seed)
     goal_ends = pit_ends = on_way = 0
@@ -150,13 +172,14 @@ def main(argv=None):
     print("|---|---|---|---|---|---|---|")
     for run, provider in providers.items():
         rng = np.random.default_rng(args.seed)
-        goal = estimate(provider, *adjacent_layouts(rng, args.layouts, "goal"),
+        goal = estimate(provider, adjacent_layouts(rng, args.layouts, "goal"),
                         np.ones(args.layouts))
-        pit = estimate(provider, *adjacent_layouts(rng, args.layouts, "pit"),
+        pit = estimate(provider, adjacent_layouts(rng, args.layouts, "pit"),
                        np.ones(args.layouts))
-        obs, moves, into_pit = blocked_layouts(rng, args.layouts)
-        blocked = estimate(provider, obs, moves, into_pit)
-        share, way = pit_share(run, args.env_steps, args.seed)
+        layouts, into_pit = blocked_layouts(rng, args.layouts)
+        blocked = estimate(provider, layouts, into_pit)
+        grid = tuple(provider.spec.observation_specs[0].shape) == (5, 5, 3)
+        share, way = pit_share(run, args.env_steps, args.seed, "grid" if grid else "vector")
         print(f"| {run} | {goal.mean():.3f} | {pit.mean():.3f} | {blocked[into_pit].mean():.3f} "
               f"| {blocked[~into_pit].mean():.3f} | {share:.3f} | {way:.2f} |", flush=True)
 

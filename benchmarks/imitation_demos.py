@@ -69,11 +69,11 @@ def train(config, run_id, seed, results):
     return (time.perf_counter() - start) / 60
 
 
-def score(env_id, policy, episodes, seed):
+def score(env_id, policy, episodes, seed, env_args=None):
     """Mean return and episode length of ``policy`` (an .onnx or a run), sampled actions."""
     from tftrainers.envs import make
     from tftrainers.evaluate import evaluate, make_policy
-    env = make(env_id, seed=seed)
+    env = make(env_id, seed=seed, **(env_args or {}))
     try:
         out = next(iter(evaluate(env, make_policy(policy, env, seed=seed),
                                  episodes=episodes).values()))
@@ -118,25 +118,31 @@ def pyramids_job(variant, seed, config, results):
 
 
 # --- gail alone ----------------------------------------------------------------------------
+# Basic's GAIL signal (ppo/Basic.yaml's hyperparameters; no extrinsic reward).
+BASIC_GAIL = {"gamma": 0.9, "strength": 1.0, "learning_rate": 3.0e-4, "use_actions": True,
+              "network_settings": {"hidden_units": 128}, "demo_path": "configs/demos/Basic.demo"}
+
+
 def gail_configs(workdir, max_steps):
-    out = {"GridWorld": load("imitation/GridWorldGAIL.yaml")}
-    basic = load("ppo/Basic.yaml")
-    gail = dict(behavior(out["GridWorld"])["reward_signals"]["gail"],
-                demo_path="configs/demos/Basic.demo")
-    behavior(basic)["reward_signals"] = {"gail": gail}
-    out["Basic"] = basic
-    paths = {}
+    """{env: (config path, the config's env_args, its demo file)}."""
+    out = {"GridWorld": load("imitation/GridWorldGAIL.yaml"), "Basic": load("ppo/Basic.yaml")}
+    behavior(out["Basic"])["reward_signals"] = {"gail": dict(BASIC_GAIL)}
+    configs = {}
     for env, data in out.items():
         if max_steps.get(env):
             behavior(data)["max_steps"] = max_steps[env]
-        paths[env] = write(data, workdir, f"gail-{env}")
-    return paths
+        configs[env] = (write(data, workdir, f"gail-{env}"),
+                        data.get("env_settings", {}).get("env_args") or {},
+                        os.path.join(ROOT, behavior(data)["reward_signals"]["gail"]["demo_path"]))
+    return configs
 
 
 def gail_job(env, seed, config, results):
+    path, env_args, _ = config
     run_id = f"gail-{env}-{seed}"
-    minutes = train(config, run_id, seed, results)
-    reward, _ = score(f"builtin:{env}", os.path.join(results, run_id), 200, 1000 + seed)
+    minutes = train(path, run_id, seed, results)
+    reward, _ = score(f"builtin:{env}", os.path.join(results, run_id), 200, 1000 + seed,
+                      env_args)
     print(f"gail {env:9s} seed {seed}: return {reward:.3f}, {minutes:.1f} min", flush=True)
     return reward, minutes
 
@@ -249,8 +255,7 @@ def main(argv=None):
         print("\n| GAIL alone | return (mean) | per seed | demos' mean | ratio | target |")
         print("|---|---|---|---|---|---|")
         for env in ("GridWorld", "Basic"):
-            demo_mean = load_demonstrations(os.path.join(CONFIGS, "demos",
-                                                         f"{env}.demo")).mean_reward
+            demo_mean = load_demonstrations(gconfigs[env][2]).mean_reward
             values = per_seed("gail", env)
             m = statistics.mean(values)
             print(f"| {env} | {m:.3f} | {fmt(values)} | {demo_mean:.3f} | "

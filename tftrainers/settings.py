@@ -308,6 +308,9 @@ class GAILSettings(RewardSignalSettings):
     use_actions: bool = _opt("Discriminate on actions as well as observations.", False)
     use_vail: bool = _opt("Use a variational information bottleneck in the discriminator.",
                           False)
+    # tftrainers extension; false is ML-Agents' behaviour.
+    use_next_obs: bool = _opt("The discriminator also sees the observation that followed the "
+                              "step (GAIfO's state transition); ML-Agents: false.", False)
 
     _aliases = _ENCODING_SIZE_ALIAS
 

@@ -3,14 +3,18 @@
 A discriminator D learns to tell the demonstrations' steps (expert) from the policy's; the
 policy is paid for steps D mistakes for the expert's:
 
-    D(s [, a, done]) = sigmoid(linear_0.2(body(s [, a, done])))      in (0, 1), 1 = expert
+    D(s [, s'] [, a, done]) = sigmoid(linear_0.2(body(...)))           in (0, 1), 1 = expert
     loss   = -mean(log(D(expert) + eps) + log(1 - D(policy) + eps))               eps 1e-7
              + 10 * mean((sqrt(||grad_x D(x)||^2 + eps) - 1)^2)       x = interpolations
              [+ beta * (KL - 0.5)                                                  VAIL]
-    reward = -log(1 - D(s [, a, done]) * (1 - eps))                    (the trainer * strength)
+    reward = -log(1 - D(s [, s'] [, a, done]) * (1 - eps))              (the trainer * strength)
 
 ``use_actions`` adds the action (continuous in the env's [-1, 1] scale, discrete one-hot
 per branch) and the step's done flag to the observation, as a vector input of the body.
+``use_next_obs`` (a tftrainers extension) adds the observations that followed the step, as
+GAIfO (Torabi et al. 2018) judges state transitions: D can then tell where a step led (an
+episode that ends in a pit from one that ends at the goal) from the outcome itself, not only
+from the observation, action and done flag before it.
 The gradient penalty (Gulrajani et al. 2017) is taken at random points between a policy
 and an expert step (one mixing weight per step, the penalty on the gradient over every
 input together). ML-Agents draws a weight per input element and penalises the gradient of
@@ -101,9 +105,13 @@ class DiscriminatorNetwork(keras.Model):
         ns = settings.network_settings
         self.use_actions = bool(settings.use_actions)
         self.use_vail = bool(settings.use_vail)
+        self.use_next_obs = bool(settings.use_next_obs)
         action_spec = spec.action_spec
         self.branches = tuple(int(b) for b in action_spec.discrete_branches)
         inputs = list(spec.observation_specs)
+        if self.use_next_obs:  # each observation again, its own encoder
+            inputs += [ObservationSpec(o.shape, f"next_{o.name}", o.kind)
+                       for o in spec.observation_specs]
         if self.use_actions:
             # Actions and the done flag enter the body as one more vector input.
             width = action_spec.continuous_size + sum(self.branches) + 1
@@ -128,10 +136,13 @@ class DiscriminatorNetwork(keras.Model):
         self.built = True
 
     def inputs_of(self, obs: Sequence[tf.Tensor], continuous: tf.Tensor, discrete: tf.Tensor,
-                  done: tf.Tensor) -> List[tf.Tensor]:
-        """The body's inputs: the observations, then (with ``use_actions``) [B, actions +
-        1] of env-scale continuous actions, one-hot discrete branches and the done flag."""
+                  done: tf.Tensor, next_obs: Sequence[tf.Tensor] = ()) -> List[tf.Tensor]:
+        """The body's inputs: the observations, (with ``use_next_obs``) the next
+        observations, then (with ``use_actions``) [B, actions + 1] of env-scale continuous
+        actions, one-hot discrete branches and the done flag."""
         inputs = list(obs)
+        if self.use_next_obs:
+            inputs += list(next_obs)
         if self.use_actions:
             inputs.append(tf.concat([tf.cast(continuous, tf.float32),
                                      onehot_branches(discrete, self.branches),
@@ -171,6 +182,7 @@ class GAILRewardProvider(RewardProvider):
 
     def __init__(self, name: str, spec: BehaviorSpec, settings: GAILSettings, seed: int = 0):
         super().__init__(name, spec, settings, seed)
+        self.needs_next_obs = bool(settings.use_next_obs)
         self.demos = load_demonstrations(settings.demo_path, spec)
         if not len(self.demos):
             raise ValueError(f"{settings.demo_path}: no demonstration steps to imitate")
@@ -185,15 +197,17 @@ class GAILRewardProvider(RewardProvider):
         demos = self.demos
         # The expert steps stay in variables the compiled update reads (not graph constants).
         real_end = demos.done & ~demos.interrupted
+        next_obs = list(demos.next_obs) if self.needs_next_obs else []
         self._expert = tuple(tf.Variable(x, trainable=False) for x in (
-            *demos.obs,
+            *demos.obs, *next_obs,
             np.asarray(demos.continuous_actions, np.float32),
             np.asarray(demos.discrete_actions, np.int32),
             real_end.astype(np.float32)))
         self._n_obs = len(demos.obs)
         if settings.network_settings.normalize:
             self.network.body.update_normalization(self.network.inputs_of(
-                demos.obs, demos.continuous_actions, demos.discrete_actions, real_end))
+                demos.obs, demos.continuous_actions, demos.discrete_actions, real_end,
+                next_obs))
         self._estimate_fn = CompiledFunction(self._estimate, [reward_signature(spec)],
                                              jit_compile=False)
 
@@ -201,7 +215,7 @@ class GAILRewardProvider(RewardProvider):
     def _policy_inputs(self, batch: RewardBatch) -> List[tf.Tensor]:
         continuous = ActionModel.env_actions(batch.continuous_action)  # the demos' scale
         return self.network.inputs_of(batch.obs, continuous, batch.discrete_action,
-                                      batch.done)
+                                      batch.done, batch.next_obs)
 
     def _estimate(self, batch: RewardBatch) -> tf.Tensor:
         return self.network.estimate(self._policy_inputs(batch))[0]
@@ -211,8 +225,8 @@ class GAILRewardProvider(RewardProvider):
         rows = self._draws.uniform([size], maxval=tf.shape(self._expert[-1])[0],
                                    dtype=tf.int32)
         parts = [tf.gather(x, rows) for x in self._expert]
-        n = self._n_obs
-        return self.network.inputs_of(parts[:n], parts[n], parts[n + 1], parts[n + 2])
+        obs, next_obs = parts[:self._n_obs], parts[self._n_obs:-3]
+        return self.network.inputs_of(obs, *parts[-3:], next_obs=next_obs)
 
     def losses(self, policy: Sequence[tf.Tensor], expert: Sequence[tf.Tensor],
                mask: tf.Tensor) -> Dict[str, tf.Tensor]:
