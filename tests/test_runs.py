@@ -54,3 +54,20 @@ def test_load_policy_errors_name_the_problem(run, tmp_path):
         load_policy(run, "Basic", spec=grid)
     with pytest.raises(CheckpointError, match=r"not a training run"):
         load_policy(str(tmp_path), "Basic")
+
+
+def test_settings_difference_names_gail_inputs_that_change_the_network():
+    from tftrainers.runs import settings_difference
+    from tftrainers.settings import RunOptions
+
+    def settings(**gail):
+        signal = {"demo_path": "x.demo", "use_actions": True, **gail}
+        return RunOptions.from_dict({"behaviors": {"B": {"reward_signals": {
+            "extrinsic": {}, "gail": signal}}}}).settings_for("B")
+    assert settings_difference(settings(), settings(strength=0.5)) is None  # no new shapes
+    assert settings_difference(settings(), settings(use_next_obs=True)) == (
+        "reward_signals.gail.use_next_obs: the checkpoint has false, the config has true")
+    assert settings_difference(settings(use_vail=True), settings()) == (
+        "reward_signals.gail.use_vail: the checkpoint has true, the config has false")
+    assert settings_difference(settings(), settings(use_next_obs=True),
+                               reward_networks=False) is None  # --initialize-from: policy only

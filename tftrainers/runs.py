@@ -143,13 +143,23 @@ def settings_difference(recorded, current, reward_networks: bool = True) -> Opti
         for name, signal in recorded.reward_signals.items():
             if name == "extrinsic":
                 continue  # no network of its own
-            found = _first_difference(_network_shape(signal.network_settings),
-                                      _network_shape(current.reward_signals[name]
-                                                     .network_settings),
-                                      f"reward_signals.{name}.network_settings")
+            other = current.reward_signals[name]
+            found = (_first_difference(_network_shape(signal.network_settings),
+                                       _network_shape(other.network_settings),
+                                       f"reward_signals.{name}.network_settings")
+                     or _first_difference(_signal_inputs(signal), _signal_inputs(other),
+                                          f"reward_signals.{name}"))
             if found:
                 return found
     return None
+
+
+# Keys of a reward signal that change its network's inputs or layers (GAIL's).
+_SIGNAL_INPUT_KEYS = ("use_actions", "use_vail", "use_next_obs")
+
+
+def _signal_inputs(signal) -> Dict[str, Any]:
+    return {key: getattr(signal, key) for key in _SIGNAL_INPUT_KEYS if hasattr(signal, key)}
 
 
 def check_compatible(run_dir: str, behavior: str, spec: BehaviorSpec, settings,
