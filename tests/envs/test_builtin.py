@@ -14,7 +14,8 @@ def discrete(*actions):
 
 @pytest.mark.parametrize("env_id,env_args", [
     ("builtin:Basic", {}), ("builtin:GridWorld", {}), ("builtin:GridWorld", {"obs": "visual"}),
-    ("builtin:GridWorld", {"obs": "grid"}), ("builtin:Ball3D", {}), ("builtin:Hallway", {}), ("builtin:Hallway", {"length": 4})])
+    ("builtin:GridWorld", {"obs": "grid"}), ("builtin:Ball3D", {}), ("builtin:Hallway", {}),
+    ("builtin:Hallway", {"length": 4})])
 def test_builtin_envs_pass_the_checker(env_id, env_args):
     report = check_env(make(env_id, seed=1, num_areas=3, **env_args), n_steps=400)
     (counts,) = report.values()
