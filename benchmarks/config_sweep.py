@@ -5,7 +5,7 @@
 
 Each run is ``tftrainers-learn configs/ppo/NAME.yaml --seed S`` in its own process (wall
 time is that whole process), then ``tftrainers-evaluate ENV --policy RUN --episodes 100
---seed 1000+S`` scores the trained policy (sampled actions, as it was trained, on env
+--seed 1000+S [--env-args the config's env_args]`` scores the trained policy (sampled actions, as it was trained, on env
 seeds it never trained on). Pyramids and PyramidsRND are scored as benchmarks/curiosity.py
 scores them: the share of episodes that reach the goal. Prints one line per run as it
 finishes, then a table with every seed, the minimum and the median against the target.
@@ -29,6 +29,7 @@ from curiosity import BIN, CONFIGS, pyramids_success, run
 TARGETS = {
     "Basic": (0.9, "return"),
     "GridWorld": (0.8, "return"),
+    "GridWorldGrid": (0.9, "return"),
     "Ball3D": (90.0, "return"),
     "Hallway": (0.7, "return"),
     "CartPole": (475.0, "return"),
@@ -39,15 +40,16 @@ TARGETS = {
 
 
 def config_facts(name: str):
-    """(env id, max_steps) of configs/ppo/NAME.yaml."""
+    """(env id, max_steps, env_args) of configs/ppo/NAME.yaml."""
     with open(os.path.join(CONFIGS, f"{name}.yaml")) as f:
         data = yaml.safe_load(f)
     (behavior,) = data["behaviors"].values()
-    return data["env_settings"]["env_path"], behavior["max_steps"]
+    env = data["env_settings"]
+    return env["env_path"], behavior["max_steps"], env.get("env_args") or {}
 
 
 def train_and_score(name: str, seed: int, results: str, episodes: int):
-    env_id, _ = config_facts(name)
+    env_id, _, env_args = config_facts(name)
     run_id = f"{name}-{seed}"
     start = time.perf_counter()
     run([os.path.join(BIN, "tftrainers-learn"), os.path.join(CONFIGS, f"{name}.yaml"),
@@ -55,7 +57,8 @@ def train_and_score(name: str, seed: int, results: str, episodes: int):
     seconds = time.perf_counter() - start
     out = run([os.path.join(BIN, "tftrainers-evaluate"), env_id, "--policy",
                os.path.join(results, run_id), "--episodes", str(episodes),
-               "--seed", str(1000 + seed)])
+               "--seed", str(1000 + seed)]
+              + (["--env-args"] + [f"{k}={v}" for k, v in env_args.items()] if env_args else []))
     result = json.loads(out.strip().splitlines()[-1])
     score = pyramids_success(result) if name.startswith("Pyramids") else result["mean_reward"]
     target, _ = TARGETS[name]
@@ -91,7 +94,7 @@ def main(argv=None):
         target, kind = TARGETS[name]
         met = sum(score >= target for score in scores)
         all_met &= met == len(scores)
-        env_id, steps = config_facts(name)
+        env_id, steps, _ = config_facts(name)
         print(f"| {name} | {env_id} | {steps} | "
               + " | ".join(f"{s:.3g}" for s in scores)
               + f" | {min(scores):.3g} | {statistics.median(scores):.3g} | {target:g} "
