@@ -11,6 +11,10 @@ For each ``tftrainers-learn`` run folder of a ``gail`` config on ``builtin:GridW
   rates that step far lower.
 - ``blocked: D pit / D other``: layouts where the pit lies between the agent and the goal
   in a straight line: the move into the pit against the other legal moves.
+- ``V pit - V before`` / ``V goal - V before``: the critic's GAIL value of the board after
+  the step into the pit (the goal) less its value of the board before, mean and standard
+  deviation over the same layouts. The GAIL stream bootstraps a real end from the value of
+  the terminal board, which the critic never trains on.
 - ``pit share``: of the episodes the trained policy (sampled actions) ends in
   ``--env-steps`` steps of 16 areas, the share that end in the pit, and how many of those
   pits lay on a shortest (Manhattan) way to the goal.
@@ -115,6 +119,29 @@ def discriminator_of(run):
     return provider
 
 
+def critic_of(run):
+    """The run's critic from its newest checkpoint (no memory: GAIL runs here have none)."""
+    from tftrainers.checkpoint import Checkpointer
+    from tftrainers.networks.critics import Critic
+    from tftrainers.runs import read_behavior_spec, recorded_settings
+    spec = read_behavior_spec(run, BEHAVIOR)
+    settings = recorded_settings(run, BEHAVIOR)
+    ns = settings.network_settings
+    streams = list(settings.reward_signals)
+    critic = Critic(spec.observation_specs, streams, ns.hidden_units, ns.num_layers,
+                    ns.normalize, ns.vis_encode_type)
+    Checkpointer(os.path.join(run, BEHAVIOR, "checkpoints"), BEHAVIOR).restore_newest(
+        {"critic": critic})
+    return critic
+
+
+def value_step(critic, layouts, shape):
+    """The critic's GAIL value after each layout's move less its value before."""
+    before, after, _ = layouts.observations(shape)
+    values = [critic([x])[0]["gail"].numpy() for x in (before, after)]
+    return values[1] - values[0]
+
+
 def estimate(provider, layouts, done):
     from tftrainers.rewards.base import RewardBatch
     obs, next_obs, moves = layouts.observations(provider.spec.observation_specs[0].shape)
@@ -161,27 +188,32 @@ def main(argv=None):
     args = parser.parse_args(argv)
     quiet_tensorflow()
     from tftrainers.checkpoint import CheckpointError
-    providers = {}
+    models = {}
     for run in args.runs:  # every folder is checked before any figure is printed
         try:
-            providers[run] = discriminator_of(run)
+            models[run] = discriminator_of(run), critic_of(run)
         except (CheckpointError, ValueError) as error:
             sys.exit(f"gail_probe.py: {error}")
-    print("| run | D goal | D pit | blocked: D pit | blocked: D other | pit share of ends "
-          "| of those on a shortest way |")
-    print("|---|---|---|---|---|---|---|")
-    for run, provider in providers.items():
+    print("| run | D goal | D pit | blocked: D pit | blocked: D other | V pit - V before "
+          "| V goal - V before | pit share of ends | of those on a shortest way |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for run, (provider, critic) in models.items():
         rng = np.random.default_rng(args.seed)
-        goal = estimate(provider, adjacent_layouts(rng, args.layouts, "goal"),
-                        np.ones(args.layouts))
-        pit = estimate(provider, adjacent_layouts(rng, args.layouts, "pit"),
-                       np.ones(args.layouts))
-        layouts, into_pit = blocked_layouts(rng, args.layouts)
-        blocked = estimate(provider, layouts, into_pit)
-        grid = tuple(provider.spec.observation_specs[0].shape) == (5, 5, 3)
+        shape = provider.spec.observation_specs[0].shape
+        into_goal = adjacent_layouts(rng, args.layouts, "goal")
+        into_pit = adjacent_layouts(rng, args.layouts, "pit")
+        goal = estimate(provider, into_goal, np.ones(args.layouts))
+        pit = estimate(provider, into_pit, np.ones(args.layouts))
+        v_goal, v_pit = value_step(critic, into_goal, shape), value_step(critic, into_pit, shape)
+        layouts, blocked_pit = blocked_layouts(rng, args.layouts)
+        blocked = estimate(provider, layouts, blocked_pit)
+        grid = tuple(shape) == (5, 5, 3)
         share, way = pit_share(run, args.env_steps, args.seed, "grid" if grid else "vector")
-        print(f"| {run} | {goal.mean():.3f} | {pit.mean():.3f} | {blocked[into_pit].mean():.3f} "
-              f"| {blocked[~into_pit].mean():.3f} | {share:.3f} | {way:.2f} |", flush=True)
+        print(f"| {run} | {goal.mean():.3f} | {pit.mean():.3f} "
+              f"| {blocked[blocked_pit].mean():.3f} | {blocked[~blocked_pit].mean():.3f} "
+              f"| {v_pit.mean():.2f} +- {v_pit.std():.2f} "
+              f"| {v_goal.mean():.2f} +- {v_goal.std():.2f} "
+              f"| {share:.3f} | {way:.2f} |", flush=True)
 
 
 if __name__ == "__main__":
