@@ -100,8 +100,11 @@ def blocked_layouts(rng, n):
     return layouts, np.array(into_pit)
 
 
-def discriminator_of(run):
+def trained_models(run):
+    """The run's GAIL discriminator (as its reward provider) and critic, from its newest
+    checkpoint (no memory: the GAIL runs here have none)."""
     from tftrainers.checkpoint import Checkpointer
+    from tftrainers.networks.critics import Critic
     from tftrainers.rewards.gail import GAILRewardProvider
     from tftrainers.runs import read_behavior_spec, recorded_settings
     spec = read_behavior_spec(run, BEHAVIOR)
@@ -114,25 +117,12 @@ def discriminator_of(run):
         provider = GAILRewardProvider("gail", spec, settings.reward_signals["gail"])
     finally:
         os.chdir(cwd)
-    Checkpointer(os.path.join(run, BEHAVIOR, "checkpoints"), BEHAVIOR).restore_newest(
-        provider.trackables())
-    return provider
-
-
-def critic_of(run):
-    """The run's critic from its newest checkpoint (no memory: GAIL runs here have none)."""
-    from tftrainers.checkpoint import Checkpointer
-    from tftrainers.networks.critics import Critic
-    from tftrainers.runs import read_behavior_spec, recorded_settings
-    spec = read_behavior_spec(run, BEHAVIOR)
-    settings = recorded_settings(run, BEHAVIOR)
     ns = settings.network_settings
-    streams = list(settings.reward_signals)
-    critic = Critic(spec.observation_specs, streams, ns.hidden_units, ns.num_layers,
-                    ns.normalize, ns.vis_encode_type)
+    critic = Critic(spec.observation_specs, list(settings.reward_signals), ns.hidden_units,
+                    ns.num_layers, ns.normalize, ns.vis_encode_type)
     Checkpointer(os.path.join(run, BEHAVIOR, "checkpoints"), BEHAVIOR).restore_newest(
-        {"critic": critic})
-    return critic
+        {**provider.trackables(), "critic": critic})
+    return provider, critic
 
 
 def value_step(critic, layouts, shape):
@@ -191,7 +181,7 @@ def main(argv=None):
     models = {}
     for run in args.runs:  # every folder is checked before any figure is printed
         try:
-            models[run] = discriminator_of(run), critic_of(run)
+            models[run] = trained_models(run)
         except (CheckpointError, ValueError) as error:
             sys.exit(f"gail_probe.py: {error}")
     print("| run | D goal | D pit | blocked: D pit | blocked: D other | V pit - V before "
