@@ -35,6 +35,14 @@ with it (``group_done``): a member that left early (died) ends ``done`` while it
 goes on, and its returns bootstrap from the group's later value. ``EpisodeStats`` say
 which episodes ended their group's (``Environment/Group Cumulative Reward``).
 
+Both step conventions of the env API (DESIGN §4) take the same path, with no mode to set:
+an agent that ended may sit out a step before its next episode (the built-ins' default),
+or, as Unity reports it, be in the terminal AND decision steps of one call with the same
+id. Terminal steps are processed first, so the old trajectory closes (with the terminal
+reward and group reward) before the decision opens the new one. A group's episode ends
+when none of its members with an episode under way decides on: members that left early
+and are back in the decision steps of the call the group ends start its next episode.
+
 Performance: every agent id maps to a dense row of preallocated ``[rows, steps, ...]``
 arrays; a step is a handful of fancy-indexed writes for all agents at once. The id -> row
 mapping is cached while a behavior's agent-id array stays the same (the common case), and
@@ -650,16 +658,22 @@ class AgentProcessor:
                     ds: DecisionSteps) -> Tuple[List[np.ndarray], np.ndarray, np.ndarray]:
         """The teammates present after the last step of the trajectories being emitted.
 
-        A group goes on if a member not ending now decides in this call: its next
-        teammates are those members. Otherwise its episode ended now, and its next
-        teammates are the members ending with it (their terminal observations).
+        A group goes on if a member whose episode is under way (it has acted in it) and
+        does not end now decides in this call: its next teammates are those members.
+        Otherwise its episode ended now, and its next teammates are the members ending
+        with it (their terminal observations). A decision that starts an episode never
+        keeps a group going: envs that report steps as Unity does list an agent that
+        ended and restarted in this call in both steps, and members that left early come
+        back in the call their group ends, with their old ids.
 
         Returns:
             per observation spec [n, width, *shape], mask [n, width], group_done [n].
         """
         ds_ids, ts_ids = np.asarray(ds.agent_id), np.asarray(ts.agent_id)
         ds_groups, ts_groups = np.asarray(ds.group_id), np.asarray(ts.group_id)
-        continuing = ~np.isin(ds_ids, ts_ids) if len(ts_ids) else np.ones(len(ds_ids), bool)
+        continuing = self._under_way(ds_ids)
+        if len(ts_ids):
+            continuing &= ~np.isin(ds_ids, ts_ids)
         live_groups = ds_groups[continuing]
         group_done = ~np.isin(focal_groups, live_groups[live_groups != 0])
         pool_groups = np.concatenate([ds_groups[continuing], ts_groups])
@@ -683,6 +697,17 @@ class AgentProcessor:
         mask = np.zeros((len(focal_ids), width), np.float32)
         mask[:, :mates.shape[1]] = present
         return obs, mask, group_done
+
+    def _under_way(self, ids: np.ndarray) -> np.ndarray:
+        """[n] bool: the agent has acted in its current episode (it is not new, and has
+        not ended since). Rows are reset when an episode ends, so a member that left early
+        and is back for its group's next episode reads False."""
+        rows = self._lookup(ids)
+        known = rows >= 0
+        r = rows[known]
+        out = np.zeros(len(ids), bool)
+        out[known] = self._pending[r] | (self._ep_length[r] > 0)
+        return out
 
     def _complete_steps(self, rows: np.ndarray, reward: np.ndarray,
                         group_reward: np.ndarray) -> None:
