@@ -160,7 +160,8 @@ def test_hallway_goals():
     env.set_actions("Hallway", discrete(3, 4))  # left goal (right one), right goal (wrong)
     env.step()
     _, terminal = env.get_steps("Hallway")
-    assert np.allclose(terminal.reward, [1 - 0.0025, -1 - 0.0025])
+    # ML-Agents' SetReward: the goal's reward replaces the step's penalty.
+    assert np.allclose(terminal.reward, [1.0, -0.1])
 
 
 @pytest.mark.parametrize("name", sorted(BUILTIN_ENVS))

@@ -3,14 +3,20 @@
 The corridor has ``length`` cells (env arg, default 8); each episode starts at cell 0
 with a cue (one of two symbols) that is visible in the first observation only. At the
 far end the agent enters the left or the right goal: the one matching the cue gives +1,
-the other -1; both end the episode. Every step costs 0.0025; 300 steps at most
-(interrupted). One branch of 5 actions: stay, forward, back, enter left goal, enter right
+the other -0.1; both end the episode. Every other step costs 1 / 300; 300 steps at most
+(interrupted). These are ML-Agents' Hallway rewards (right goal +1, wrong goal -0.1, both
+set with ``SetReward``, so the goal step pays exactly that; -1/MaxStep a step): any goal
+reached by the direct route (at worst -0.1 - (length - 1) / 300) beats running out the
+time limit (-1), so a policy that cannot yet read the cue learns to guess, not to stop.
+(With a wrong goal as costly as the right one is worth, standing still until the limit
+beat guessing and some seeds learned to stop moving: docs/experiments/2026-11-25-hallway-reward.md.)
+One branch of 5 actions: stay, forward, back, enter left goal, enter right
 goal (the last two do nothing before the far end). Observation: one-hot cell (length)
 then the cue one-hot (2; zeros after the first step).
 
 A policy without memory sees the same observations whichever the cue once it has left
-cell 0, so the best it can do is guess: about 0, against the heuristic's
-1 - 0.0025 * length.
+cell 0, so the best it can do is guess: about 0.45 - (length - 1) / 300, against the
+heuristic's 1 - (length - 1) / 300.
 """
 from __future__ import annotations
 
@@ -19,7 +25,8 @@ import numpy as np
 from tftrainers.envs.base import ActionSpec, ActionTuple, ObservationSpec
 from tftrainers.envs.area_env import AreaEnv
 
-STEP_PENALTY = 0.0025
+RIGHT_GOAL_REWARD = 1.0
+WRONG_GOAL_REWARD = -0.1
 STAY, FORWARD, BACK, LEFT_GOAL, RIGHT_GOAL = range(5)
 
 
@@ -57,7 +64,9 @@ class HallwayEnv(AreaEnv):
         at_end = cell == self.length - 1
         entered = at_end & ((action == LEFT_GOAL) | (action == RIGHT_GOAL))
         correct = (action - LEFT_GOAL) == self.cue[rows]
-        reward = -STEP_PENALTY + np.where(entered, np.where(correct, 1.0, -1.0), 0.0)
+        # A goal replaces the step's penalty, as ML-Agents' SetReward does.
+        reward = np.where(entered, np.where(correct, RIGHT_GOAL_REWARD, WRONG_GOAL_REWARD),
+                          -1.0 / self.max_episode_steps)
         return reward.astype(np.float32), entered
 
     def _observe(self, rows):
