@@ -1,0 +1,107 @@
+"""tftrainers-plot: learning curves from runs' CSV logs; a missing or empty run is one line."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tftrainers.plot import PlotError, band, group_runs, plot_main, read_run
+
+REWARD = "Environment/Cumulative Reward"
+
+
+def make_run(root, name, rewards, seed=0, lr=3e-4, behavior="Ball3D", steps=None):
+    run = root / name
+    (run / "run_logs").mkdir(parents=True)
+    (run / "configuration.yaml").write_text(
+        f"behaviors:\n  {behavior}:\n    hyperparameters: {{learning_rate: {lr}}}\n"
+        f"env_settings:\n  seed: {seed}\ncheckpoint_settings:\n  run_id: {name}\n")
+    steps = steps or [1000 * (i + 1) for i in range(len(rewards))]
+    lines = [f"step,time_elapsed,steps_per_second,{REWARD},Policy/Entropy"]
+    lines += [f"{s},{i},{100},{r},{1.4 - 0.1 * i}" for i, (s, r) in enumerate(zip(steps, rewards))]
+    (run / "run_logs" / f"{behavior}.csv").write_text("\n".join(lines) + "\n")
+    return str(run)
+
+
+def test_runs_that_differ_only_by_seed_are_one_group(tmp_path):
+    a = make_run(tmp_path, "ppo_s0", [1, 2, 3], seed=0)
+    b = make_run(tmp_path, "ppo_s1", [1, 3, 5], seed=1)
+    c = make_run(tmp_path, "other", [1, 2, 3], seed=0, lr=1e-3)
+    assert group_runs([a, c, b]) == [[a, b], [c]]
+
+
+def test_the_band_is_median_min_and_max_over_the_common_steps(tmp_path):
+    a = read_run(make_run(tmp_path, "s0", [1, 2, 3]))["Ball3D"][REWARD]
+    b = read_run(make_run(tmp_path, "s1", [3, 4, 7]))["Ball3D"][REWARD]
+    c = read_run(make_run(tmp_path, "s2", [2, 6], steps=[1000, 2000]))["Ball3D"][REWARD]
+    steps, median, low, high = band([a, b, c])
+    np.testing.assert_array_equal(steps, [1000, 2000])
+    np.testing.assert_array_equal(median, [2, 4])
+    np.testing.assert_array_equal(low, [1, 2])
+    np.testing.assert_array_equal(high, [3, 6])
+
+
+def run_plot(argv, capsys):
+    code = plot_main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("extension", ["png", "svg"])
+def test_draws_several_runs_and_stats(tmp_path, capsys, extension):
+    pytest.importorskip("matplotlib")
+    runs = [make_run(tmp_path, f"ppo_s{s}", [s, s + 1, s + 3], seed=s) for s in range(3)]
+    runs.append(make_run(tmp_path, "poca", [0, 2, 2], lr=1e-3))
+    out = tmp_path / f"curves.{extension}"
+    code, stdout, stderr = run_plot([*runs, "--stat", "Cumulative Reward", "Policy/Entropy",
+                                     "--out", str(out)], capsys)
+    assert code == 0, stderr
+    assert stdout.strip() == str(out) and out.stat().st_size > 1000
+    if extension == "svg":
+        text = out.read_text()
+        assert "ppo_s (3 seeds)" in text and "poca" in text
+
+
+@pytest.mark.parametrize("case, expected", [
+    ("missing", "no such run folder"),
+    ("empty", "the run has no summary yet"),
+    ("stat", "--stat Policy/Nothing: no run logged it; logged:"),
+    ("out", "must end with .png or .svg"),
+])
+def test_a_missing_or_empty_run_is_one_line(tmp_path, capsys, case, expected):
+    good = make_run(tmp_path, "good", [1, 2])
+    empty = tmp_path / "empty"
+    (empty / "run_logs").mkdir(parents=True)
+    (empty / "run_logs" / "Ball3D.csv").write_text("step,time_elapsed\n")
+    argv = {"missing": [good, str(tmp_path / "nope")], "empty": [good, str(empty)],
+            "stat": [good, "--stat", "Policy/Nothing"],
+            "out": [good, "--out", str(tmp_path / "x.jpg")]}[case]
+    if case == "stat":
+        pytest.importorskip("matplotlib")
+    code, stdout, stderr = run_plot([*argv, "--out", str(tmp_path / "c.png")]
+                                    if case != "out" else argv, capsys)
+    assert code == 2 and stdout == ""
+    assert len(stderr.strip().splitlines()) == 1 and expected in stderr, stderr
+
+
+def test_read_run_raises_plot_error_for_an_unknown_behavior(tmp_path):
+    with pytest.raises(PlotError, match="no CSV log of behavior 'Walker'"):
+        read_run(make_run(tmp_path, "r", [1]), behavior="Walker")
+
+
+def test_the_installed_command(tmp_path):
+    pytest.importorskip("matplotlib")
+    path = os.path.join(os.path.dirname(sys.executable), "tftrainers-plot")
+    if not os.path.exists(path):
+        pytest.skip("tftrainers-plot is not installed next to this Python")
+    run = make_run(tmp_path, "r", [1, 2, 3])
+    done = subprocess.run([path, run, "--out", str(tmp_path / "r.png")], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert (tmp_path / "r.png").exists()
+    done = subprocess.run([path, str(tmp_path / "missing")], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"tftrainers-plot: error: {tmp_path / 'missing'}: no such run folder"]
