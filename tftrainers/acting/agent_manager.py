@@ -22,7 +22,7 @@ from typing import NamedTuple, Optional
 
 from tftrainers.acting.actor import Actor, WeightUpdate
 from tftrainers.envs.base import ActionTuple, BehaviorSpec, DecisionSteps, TerminalSteps
-from tftrainers.envs.checks import check_steps
+from tftrainers.envs.checks import EnvDataError, check_steps
 from tftrainers.processing import AgentProcessor, TrajectoryQueue
 
 
@@ -148,9 +148,14 @@ def call_env(call: str, fn, *args, **kwargs):
     Raises:
         EnvCallError: it raised (``call`` and the error it raised), so that whoever steps
             the env can tell the env's errors from its own and name the call.
+        EnvDataError: an adapter's check of what the env returned failed; it passes
+            through as it is, so it ends the run like the boundary check's (a worker
+            restarted with a fresh env would get the same data again).
     """
     try:
         return fn(*args, **kwargs)
+    except EnvDataError:
+        raise
     except Exception as error:  # pylint: disable=broad-except
         raise EnvCallError(call, error) from error
 

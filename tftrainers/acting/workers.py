@@ -215,8 +215,8 @@ class _Worker:
     def _report(self, kind: str, env_id: str, calling: Optional[str], env_step: int,
                 error: Exception) -> None:
         reason = (str(error).strip().splitlines() or [""])[0][:300]
-        if kind == "data":
-            line = f"{env_id} at env step {env_step}: {reason}"
+        if kind == "data":  # one line already; cut, it would lose the shapes at its end
+            line = f"{env_id} at env step {env_step}: {error}"
         elif calling:
             line = env_error_line(env_id, calling, env_step, error)
         else:

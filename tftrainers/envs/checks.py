@@ -28,6 +28,11 @@ class EnvDataError(ValueError):
     """The environment sent data that breaks the API (shape, dtype, NaN/inf). The message is
     one line naming the behavior, the agent, the observation and what was wrong."""
 
+    def __init__(self, message: str):
+        # Messages quote what the env gave (a space's repr, an error of NumPy's), which can
+        # span lines; whoever reports it keeps one line, so the shapes at the end would be lost.
+        super().__init__(" ".join(str(message).split()))
+
 
 def _shape(shape: Sequence) -> str:
     return "[" + ", ".join(str(d) for d in shape) + "]"

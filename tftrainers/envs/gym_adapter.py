@@ -45,22 +45,58 @@ def _box_scale(space) -> float:
     return 1.0 / 255.0 if space.dtype == np.uint8 else 1.0
 
 
+class _Misfit(ValueError):
+    """A raw observation that does not fit its part of the space; the message says how,
+    after "observation i ('name') from the env"."""
+
+
+def _shaped(o, shape: tuple) -> np.ndarray:
+    array = np.asarray(o, np.float32)
+    if array.shape != shape:
+        # Checked, not reshaped into place: a channels-first image has as many values as
+        # the channels-last one it claims to be.
+        raise _Misfit(f"has shape {list(array.shape)}, its observation space has "
+                      f"{list(shape)}")
+    return array
+
+
+def _item(o, key):
+    try:
+        return o[key]
+    except (KeyError, IndexError, TypeError):
+        raise _Misfit(f"is missing: the env's observation has no {key!r}") from None
+
+
+def _leaf(space, convert: ObsConverter) -> ObsConverter:
+    """``convert`` whose failures name the part of the space that was not met."""
+    def checked(o):
+        try:
+            return convert(o)
+        except _Misfit:
+            raise
+        except (ValueError, TypeError, IndexError, KeyError) as error:
+            raise _Misfit(f"does not fit its observation space {space} ({error})") from None
+    return checked
+
+
 def _observation_parts(space, name: str) -> List[Tuple[ObservationSpec, ObsConverter]]:
-    """ObservationSpecs for a space and, for each, a function raw obs -> float32 array."""
+    """ObservationSpecs for a space and, for each, a function raw obs -> float32 array
+    (raising ``_Misfit`` for a raw obs that does not fit)."""
     spaces = _import_gymnasium().spaces
     if isinstance(space, spaces.Box):
         shape = space.shape
         scale = _box_scale(space)
         if len(shape) == 3:
             spec = ObservationSpec(shape, name, ObservationKind.VISUAL)
-            return [(spec, lambda o: np.asarray(o, np.float32) * scale)]
+            return [(spec, _leaf(space, lambda o: _shaped(o, shape) * scale))]
         size = int(np.prod(shape)) if shape else 1
         return [(ObservationSpec((size,), name),
-                 lambda o: np.asarray(o, np.float32).reshape(size) * scale)]
+                 _leaf(space, lambda o: _shaped(o, shape).reshape(size) * scale))]
     if isinstance(space, spaces.Discrete):
         eye = np.eye(int(space.n), dtype=np.float32)
         start = int(space.start)
-        return [(ObservationSpec((int(space.n),), name), lambda o: eye[int(o) - start])]
+        return [(ObservationSpec((int(space.n),), name),
+                 _leaf(space, lambda o: eye[int(o) - start]))]
     if isinstance(space, spaces.MultiDiscrete) and space.nvec.ndim == 1:
         nvec, start = space.nvec.astype(np.int64), space.start.astype(np.int64)
         offsets = np.concatenate([[0], np.cumsum(nvec)[:-1]])
@@ -70,17 +106,18 @@ def _observation_parts(space, name: str) -> List[Tuple[ObservationSpec, ObsConve
             out = np.zeros(size, np.float32)
             out[offsets + np.asarray(o, np.int64) - start] = 1.0
             return out
-        return [(ObservationSpec((size,), name), one_hot)]
+        return [(ObservationSpec((size,), name), _leaf(space, one_hot))]
     if isinstance(space, spaces.MultiBinary):
         size = int(np.prod(space.shape))
-        return [(ObservationSpec((size,), name), lambda o: np.asarray(o, np.float32).reshape(size))]
+        return [(ObservationSpec((size,), name),
+                 _leaf(space, lambda o: _shaped(o, space.shape).reshape(size)))]
     if isinstance(space, (spaces.Dict, spaces.Tuple)):
         keys = list(space.spaces.keys()) if isinstance(space, spaces.Dict) else \
             list(range(len(space.spaces)))
         parts = []
         for key in keys:
             for spec, convert in _observation_parts(space[key], f"{name}.{key}"):
-                parts.append((spec, lambda o, key=key, convert=convert: convert(o[key])))
+                parts.append((spec, lambda o, key=key, convert=convert: convert(_item(o, key))))
         return parts
     raise ValueError(f"gym: observation space {space} ({type(space).__name__}) at '{name}' is "
                      f"not supported; supported: Box, Discrete, MultiDiscrete, MultiBinary, "
@@ -176,6 +213,7 @@ class GymEnv(AreaEnv):
         space = env.observation_space
         self._box_scale = (_box_scale(space)
                            if isinstance(space, _import_gymnasium().spaces.Box) else None)
+        self._box_shape = space.shape if self._box_scale is not None else None
         self._truncated_now = np.zeros(self.n_agents, bool)
 
     def _make(self, gymnasium, make_kwargs):
@@ -205,24 +243,16 @@ class GymEnv(AreaEnv):
     def _observation_error(self, rows, raw_obs, error: Exception) -> EnvDataError:
         """The one-line error for the first of ``raw_obs`` (the env's observations of
         ``rows``) that does not fit the observation space."""
-        space = self.envs[0].observation_space
-        box = isinstance(space, _import_gymnasium().spaces.Box)
         where = f"behavior '{self.name}' (gym:{self.name})"
         for row, raw in zip(rows, raw_obs):
-            if box and np.shape(raw) != space.shape:
-                spec = self._obs_parts[0][0]
-                return EnvDataError(f"{where}: agent {int(row)}: observation 0 ('{spec.name}') "
-                                    f"from the env has shape {list(np.shape(raw))}, its "
-                                    f"observation space has {list(space.shape)}")
             for index, (spec, convert) in enumerate(self._obs_parts):
                 try:
                     convert(raw)
-                except (ValueError, TypeError, IndexError, KeyError) as part_error:
+                except _Misfit as part_error:
                     return EnvDataError(f"{where}: agent {int(row)}: observation {index} "
-                                        f"('{spec.name}') from the env does not fit its "
-                                        f"observation space {space} ({part_error})")
-        return EnvDataError(f"{where}: an observation from the env does not fit its "
-                            f"observation space {space} ({error})")
+                                        f"('{spec.name}') from the env {part_error}")
+        return EnvDataError(f"{where}: the observations from the env do not fit its "
+                            f"observation space {self.envs[0].observation_space} ({error})")
 
     def _reset_agents(self, rows):
         for row in rows:
@@ -241,9 +271,12 @@ class GymEnv(AreaEnv):
         if self._box_scale is not None:
             latest = self._latest[0]
             try:
-                stacked = np.asarray(obs, np.float32).reshape(len(rows), *latest.shape[1:])
+                stacked = np.asarray(obs, np.float32)
+                if stacked.shape[1:] != self._box_shape:
+                    raise ValueError(f"stacked shape {list(stacked.shape)}")
             except (ValueError, TypeError) as error:
                 raise self._observation_error(rows.tolist(), obs, error) from None
+            stacked = stacked.reshape(len(rows), *latest.shape[1:])
             latest[rows] = stacked if self._box_scale == 1.0 else stacked * self._box_scale
         else:
             for row, o in zip(rows.tolist(), obs):
