@@ -20,7 +20,7 @@ from typing import Callable, Dict, List
 import numpy as np
 
 from tftrainers.envs import ActionTuple, BaseEnv, DecisionSteps
-from tftrainers.envs.agent_rows import AgentRows
+from tftrainers.envs.agent_rows import AgentRows, EpisodesUnderWay
 from tftrainers.envs.checks import check_steps
 
 Policy = Callable[[str, DecisionSteps], ActionTuple]
@@ -163,22 +163,32 @@ class _GroupTally(EpisodeTally):
     """Group episode returns of one behavior, each group's first ``quota`` episodes.
 
     A group's reward is counted once per step. Its episode ends in a step where some of
-    its members have terminal steps and none a decision step (a member that leaves
-    early ends while the others go on).
+    its members have terminal steps and none goes on with its episode (a member that
+    leaves early ends while the others go on). Decisions that start an episode count for
+    neither: with Unity's step convention the members of an ended group, those that left
+    early too, are back in the decision steps of the step it ended.
     """
 
+    def __init__(self, episodes: int):
+        super().__init__(episodes)
+        self.under_way = EpisodesUnderWay()
+
     def add(self, decision, terminal) -> None:
-        ids = np.concatenate([decision.group_id, terminal.group_id])
+        going_on = self.under_way.continuing(decision.agent_id, terminal.agent_id)
+        # Terminal steps first: their group reward is the ending episode's.
+        ids = np.concatenate([terminal.group_id, decision.group_id[going_on]])
         present = ids != 0
         if not present.any():
             return
-        rewards = np.concatenate([decision.group_reward, terminal.group_reward])[present]
+        rewards = np.concatenate([terminal.group_reward,
+                                  decision.group_reward[going_on]])[present]
         groups, first = np.unique(ids[present], return_index=True)
         rows = self.rows.rows(groups)
         self._grow(rows)
         self.running_return[rows] += rewards[first]
         self.running_length[rows] += 1
-        ended = np.setdiff1d(terminal.group_id[terminal.group_id != 0], decision.group_id)
+        ended = np.setdiff1d(terminal.group_id[terminal.group_id != 0],
+                             decision.group_id[going_on])
         if len(ended):
             rows = self.rows.rows(ended)
             counted = self.quota[rows] > 0

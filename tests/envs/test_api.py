@@ -47,8 +47,11 @@ def test_bad_env_args():
         make("builtin:GridWorld", obs="image")
     with pytest.raises(ValueError, match=r"length='long' must be an int"):
         make("builtin:Hallway", length="long")
-    with pytest.raises(ValueError, match=r"unknown env arg 'obs'; allowed: step_latency_ms$"):
+    with pytest.raises(ValueError, match=r"unknown env arg 'obs'; allowed: step_latency_ms, "
+                                         r"unity_steps$"):
         make("builtin:Basic", obs="visual")
+    with pytest.raises(ValueError, match=r"unity_steps='yes' must be bool"):
+        make("builtin:Basic", unity_steps="yes")
     with pytest.raises(ValueError, match=r"step_latency_ms must be >= 0, got -1.0"):
         make("builtin:Basic", step_latency_ms=-1)
 
@@ -126,7 +129,6 @@ class BrokenEnv(BaseEnv):
     ("nan", r"obs\[0\] \('o'\): holds NaN or inf"),
     ("shape", r"expected shape \(2, 3\), got \(2, 4\)"),
     ("all_masked", r"every action of the branch is masked"),
-    ("both", r"agents \[1\] are in both decision and terminal steps"),
     ("accepts_anything", r"set_actions accepted actions for 3 agents when 2 asked"),
 ])
 def test_checker_reports_violations(flaw, message):
@@ -134,8 +136,12 @@ def test_checker_reports_violations(flaw, message):
         check_env(BrokenEnv(flaw), n_steps=5)
 
 
-def test_checker_passes_a_correct_env():
-    assert check_env(BrokenEnv("none"), n_steps=5)["B"]["decisions"] == 12
+@pytest.mark.parametrize("convention", ["none", "both"])
+def test_checker_passes_a_correct_env(convention):
+    # "both": agent 1 ends and restarts at every step, listed in terminal and decision
+    # steps with the same id as Unity reports it; an accepted convention (DESIGN §4).
+    report = check_env(BrokenEnv(convention), n_steps=5)["B"]
+    assert report["decisions"] == 12 and report["episodes"] == (6 if convention == "both" else 0)
 
 
 def test_multi_env_merges_instances_and_routes_actions():

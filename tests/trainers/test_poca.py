@@ -14,7 +14,7 @@ from tftrainers.evaluate import evaluate, make_policy
 from tftrainers.processing import BufferKey, LogProbs, StreamField, Trajectory, stream_key
 from tftrainers.settings import ConfigError
 
-from .helpers import drive, make_trainer, trainer_settings, variables
+from .helpers import drive, make_trainer, manager_of, trainer_settings, variables
 
 CONFIGS = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "poca")
 
@@ -119,8 +119,11 @@ def test_lambda_returns_and_baseline_advantages_by_hand(tmp_path):
                                [.5, .5, 0, 0])
 
 
-def test_poca_credits_the_sacrifice(tmp_path):
-    env = Sacrifice(seed=0)
+@pytest.mark.parametrize("unity_steps", [False, True])
+def test_poca_credits_the_sacrifice(tmp_path, unity_steps):
+    # unity_steps: the dead member comes back in the step its group ends, as in Unity;
+    # that step must still end the group's episode (no bootstrap into the next one).
+    env = Sacrifice(seed=0, unity_steps=unity_steps)
     env.reset()
     settings = trainer_settings(
         "Sacrifice", trainer_type="poca",
@@ -129,7 +132,7 @@ def test_poca_credits_the_sacrifice(tmp_path):
         network_settings={"hidden_units": 32, "num_layers": 2},
         reward_signals={"extrinsic": {"gamma": 0.9}}, max_steps=14000, time_horizon=8)
     trainer = make_trainer(tmp_path, env, "Sacrifice", settings, jit_compile=False)
-    random_env = Sacrifice(seed=1)
+    random_env = Sacrifice(seed=1, unity_steps=unity_steps)
     random_env.reset()
     rng = np.random.default_rng(0)
     for _ in range(200):
@@ -139,12 +142,36 @@ def test_poca_credits_the_sacrifice(tmp_path):
             rng.integers(0, 2, (len(decision), 1)).astype(np.int32)))
         random_env.step()
     random = random_env.escapes.sum() / random_env.episodes.sum()
+    # Group episodes that ended: by the env (areas it restarts, per env step) and by the
+    # acting side (areas with group_done episode stats in a step).
+    ends, seen, recorded = [], [0], [0]
+    restart_next, record_episodes = env._restart_next, trainer.record_episodes
+    manager = manager_of(trainer, env)
+    manager_step = manager.step
+
+    def env_counts(acting, ending):
+        rows = restart_next(acting, ending)
+        ends.append(len(rows) // 2)
+        return rows
+
+    def acting_side_counts(episodes):
+        seen[0] += len(np.unique(episodes.agent_id[episodes.group_done] // 2))
+        record_episodes(episodes)
+
+    def counted_step(decision, terminal):
+        recorded[0] += manager.recording
+        return manager_step(decision, terminal)
+    env._restart_next, trainer.record_episodes = env_counts, acting_side_counts
+    manager.step = counted_step
     while not trainer.done:
         drive(env, trainer, 50)
     before = env.escapes.sum(), env.episodes.sum()
     drive(env, trainer, 100)  # the trained policy still samples: its own escape rate
     trained = (env.escapes.sum() - before[0]) / (env.episodes.sum() - before[1])
     assert trained >= 0.8 and trained >= random + 0.4, (trained, random)
+    trainer.drain()
+    # Recorded call i saw the steps of env step i (call 0: the reset).
+    assert seen[0] == sum(ends[:recorded[0] - 1]) > 0  # every group end, each once
 
 
 def test_restore_and_export(tmp_path):

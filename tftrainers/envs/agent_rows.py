@@ -78,3 +78,35 @@ class AgentMemories:
         if len(agent_id):
             rows, _ = self.read(agent_id)
             self._memories[rows] = 0.0
+
+
+class EpisodesUnderWay:
+    """Which agents of a decision step go on with an episode under way, step after step.
+
+    The env API accepts two step conventions (DESIGN §4): an agent that ended may sit out
+    a step before its next episode, or (as Unity reports it) be in the terminal AND
+    decision steps of the same step, and group members that left early come back in the
+    step their group ends. Either way, a decision continues an episode only if the agent
+    decided before, has not ended since, and does not end in this step; any other
+    decision starts an episode. Consumers that ask "does this group go on?" must count
+    only continuing members, or a returning member keeps an ended group alive.
+    """
+
+    def __init__(self):
+        self._rows = AgentRows()
+        self._open = np.zeros(0, bool)
+
+    def continuing(self, decision_ids: np.ndarray, terminal_ids: np.ndarray) -> np.ndarray:
+        """[len(decision_ids)] bool, and records the step (terminal ids end their episode,
+        decision ids have one under way after it)."""
+        d_rows = self._rows.rows(np.asarray(decision_ids))
+        t_rows = self._rows.rows(np.asarray(terminal_ids)) if len(terminal_ids) else d_rows[:0]
+        if len(self._rows) > len(self._open):
+            self._open = np.concatenate([self._open,
+                                         np.zeros(len(self._rows) - len(self._open), bool)])
+        out = self._open[d_rows]  # fancy indexing: a copy
+        if len(t_rows):
+            out &= ~np.isin(d_rows, t_rows)
+            self._open[t_rows] = False
+        self._open[d_rows] = True
+        return out

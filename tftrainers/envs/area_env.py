@@ -10,9 +10,16 @@ per agent (``num_areas * agents_per_area`` rows) and implements vectorised hooks
     _heuristic(rows)                -> ActionTuple (the teacher brain)
 and optionally ``_action_mask(rows)`` and ``_truncated(rows)``.
 
-This class owns everything else: step limits (``interrupted``), next-step autoreset of
-agents whose episode ended, validation of actions, and building Decision/TerminalSteps.
-Agent ids are stable row numbers.
+This class owns everything else: step limits (``interrupted``), autoreset of agents whose
+episode ended, validation of actions, and building Decision/TerminalSteps. Agent ids are
+stable row numbers.
+
+Two step conventions, both accepted by every consumer of the env API (DESIGN §4): by
+default an agent whose episode ended sits out the next step, then asks for its first
+decision of the new episode (reward 0). Env arg ``unity_steps=true`` reports steps as Unity
+does: the agent restarts at once and is in the terminal AND decision steps of the step it
+ended, with the same id (in a group env, members that left early come back in the step
+their group ends).
 
 :class:`GroupAreaEnv` makes the agents of an area one group (MA-POCA): the area's
 episode starts and ends for all of them together, members may leave early, and the
@@ -36,7 +43,8 @@ def assemble_steps(spec: BehaviorSpec, observe: Callable[[np.ndarray], List[np.n
                    action_mask: Callable[[np.ndarray], List[np.ndarray]],
                    agent_ids: np.ndarray, group_ids: Optional[np.ndarray], acting: np.ndarray,
                    reward: np.ndarray, ending: np.ndarray, interrupted: np.ndarray,
-                   restarting: np.ndarray, group_reward: Optional[np.ndarray] = None
+                   restarting: np.ndarray, group_reward: Optional[np.ndarray] = None,
+                   reset: Optional[Callable[[np.ndarray], None]] = None
                    ) -> Tuple[DecisionSteps, TerminalSteps, np.ndarray]:
     """The steps every agent sees after an env step: the bookkeeping all envs here share.
 
@@ -51,7 +59,10 @@ def assemble_steps(spec: BehaviorSpec, observe: Callable[[np.ndarray], List[np.n
         agent_ids: [rows] int32 id of each row; group_ids: [rows] int32 or None (no groups).
         acting: [k] rows that acted, in row order; reward, ending, interrupted and
             group_reward (read only with group_ids; None: zeros) are [k], aligned with it.
-        restarting: [r] rows that started a new episode at this step.
+        restarting: [r] rows that start a new episode at this step.
+        reset: called with ``restarting`` once the terminal observations are taken, before
+            the decision observations: for agents that end and restart in the same step
+            (Unity's convention); None when the rows were reset before.
 
     Returns:
         (decision steps, terminal steps, decision rows [n] in row order).
@@ -71,6 +82,8 @@ def assemble_steps(spec: BehaviorSpec, observe: Callable[[np.ndarray], List[np.n
     else:
         terminal = TerminalSteps.empty(spec)
         continuing = acting
+    if reset is not None and len(restarting):
+        reset(restarting)
     if len(restarting):
         order = np.concatenate([continuing, restarting])
         sort = np.argsort(order, kind="stable")  # keep agents in row order
@@ -140,7 +153,9 @@ class AreaEnv(BaseEnv):
         # step_latency_ms: every step() of this instance takes at least that long, as a game
         # engine's frame does (a slow env to measure worker processes with; 0: as fast as
         # NumPy goes).
-        return {**cls.env_arg_defaults, "step_latency_ms": 0.0}
+        # unity_steps: report steps as Unity does (see the module docstring), so every
+        # trainer can be tested on both conventions.
+        return {**cls.env_arg_defaults, "step_latency_ms": 0.0, "unity_steps": False}
 
     # --- to implement -------------------------------------------------------
     @abc.abstractmethod
@@ -228,17 +243,20 @@ class AreaEnv(BaseEnv):
         # step out and ask for their first decision of the new episode.
         restarting = np.flatnonzero(self._ended)
         if len(restarting):
-            self._reset_agents(restarting)
-            self._episode_steps[restarting] = 0
+            self._restart(restarting)
 
         reward, terminated = self._act(acting, actions)
         self._episode_steps[acting] += 1
         interrupted = ~terminated & self._truncated(acting)
         ending = terminated | interrupted
         self._ended[:] = False
-        self._ended[self._restart_next(acting, ending)] = True
+        reset = None
+        if self.args["unity_steps"]:  # restart now, after the terminal observations
+            restarting, reset = self._restart_next(acting, ending), self._restart
+        else:
+            self._ended[self._restart_next(acting, ending)] = True
         decision, terminal, self._decision_rows = self._assemble(
-            acting, reward, ending, interrupted, restarting, self._group_reward(acting))
+            acting, reward, ending, interrupted, restarting, self._group_reward(acting), reset)
         self._steps = (decision, terminal)
         if self._latency_s:
             remaining = deadline - time.perf_counter()
@@ -250,10 +268,15 @@ class AreaEnv(BaseEnv):
         return self._heuristic(np.asarray(decision_steps.agent_id, np.int64))
 
     # --- helpers ------------------------------------------------------------
-    def _assemble(self, acting, reward, ending, interrupted, restarting, group_reward):
+    def _restart(self, rows: np.ndarray) -> None:
+        self._reset_agents(rows)
+        self._episode_steps[rows] = 0
+
+    def _assemble(self, acting, reward, ending, interrupted, restarting, group_reward,
+                  reset=None):
         return assemble_steps(self._spec, self._observe, self._action_mask, self._agent_ids,
                               self._group_ids, acting, reward, ending, interrupted, restarting,
-                              group_reward)
+                              group_reward, reset)
 
     def _check_name(self, behavior_name: str) -> None:
         if behavior_name != self.name:
@@ -314,7 +337,9 @@ class GroupAreaEnv(AreaEnv):
       end) and is absent from the steps after, until its area's next episode;
     - the group's episode ends with terminal steps for the members still present, all in
       the same step: a real end, or ``interrupted`` when the step limit cut it; then, as
-      any agent here, every member sits out one step and the area starts anew;
+      any agent here, every member sits out one step and the area starts anew (with
+      ``unity_steps=true``, as Unity: the area starts anew in that same step, and every
+      member, those that left early too, is in its decision steps with its old id);
     - ``group_reward`` is what the group received in the step, reported to every member
       present (in decision or terminal steps); ``reward`` holds individual rewards only.
       Env arg ``shared_reward=true`` also adds the group reward to each member's own

@@ -9,7 +9,8 @@ Agents with a nonzero ``group_id`` are held to the group rules (DESIGN §4): the
 reward is the same for every member present in a step; an agent keeps its group within
 an episode; a member that leaves before its group stays absent until the group's
 episode ends; and a group's episode ends with terminal steps for every member that was
-still present.
+still present. Both step conventions are accepted: an agent that ended may sit out a step,
+or be in the terminal and decision steps of the same step (as Unity reports it).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Dict, List
 
 import numpy as np
 
+from tftrainers.envs.agent_rows import EpisodesUnderWay
 from tftrainers.envs.base import (ActionTuple, BaseEnv, BehaviorSpec, DecisionSteps,
                                   ObservationKind, TerminalSteps)
 
@@ -117,10 +119,6 @@ def check_env(env: BaseEnv, n_steps: int = 300, seed: int = 0) -> Dict[str, Dict
             _check_steps(problems, f"{where} terminal_steps", terminal, spec, terminal=True)
             if problems:
                 break
-            both = np.intersect1d(decision.agent_id, terminal.agent_id)
-            if len(both):
-                problems.append(f"{where}: agents {both.tolist()[:5]} are in both decision and "
-                                f"terminal steps")
             groups[name].check(problems, where, decision, terminal)
             report[name]["decisions"] += len(decision)
             report[name]["episodes"] += len(terminal)
@@ -157,35 +155,47 @@ class _GroupRules:
         self.group_of: Dict[int, int] = {}  # agent in an episode -> its group id
         self.present: Dict[int, set] = {}  # group -> members in the last decision steps
         self.departed: Dict[int, int] = {}  # member that left early -> its group
+        self.under_way = EpisodesUnderWay()
 
     def check(self, problems: List[str], where: str, decision: DecisionSteps,
               terminal: TerminalSteps) -> None:
-        ids = np.concatenate([decision.agent_id, terminal.agent_id]).astype(np.int64).tolist()
-        gids = np.concatenate([decision.group_id, terminal.group_id]).astype(np.int64).tolist()
-        rewards = np.concatenate([decision.group_reward, terminal.group_reward]).tolist()
+        # Decisions that start an episode belong to the group's next episode (Unity lists
+        # them in the step the last one ended): only the others keep a group going.
+        going_on = self.under_way.continuing(decision.agent_id, terminal.agent_id)
+        ids = np.concatenate([terminal.agent_id, decision.agent_id[going_on]])
+        gids = np.concatenate([terminal.group_id, decision.group_id[going_on]])
+        rewards = np.concatenate([terminal.group_reward,
+                                  decision.group_reward[going_on]]).tolist()
         seen_reward: Dict[int, float] = {}
-        for agent, group, reward in zip(ids, gids, rewards):
+        for agent, group, reward in zip(ids.astype(np.int64).tolist(),
+                                        gids.astype(np.int64).tolist(), rewards):
             if agent in self.group_of and self.group_of[agent] != group:
                 problems.append(f"{where}: agent {agent} changed group_id from "
                                 f"{self.group_of[agent]} to {group} within an episode")
             if group and seen_reward.setdefault(group, reward) != reward:
                 problems.append(f"{where}: members of group {group} got different group "
                                 f"rewards ({seen_reward[group]} and {reward}) in one step")
-        deciding: Dict[int, set] = {}
-        for agent, group in zip(decision.agent_id.tolist(), decision.group_id.tolist()):
-            self.group_of[agent] = group
+        deciding: Dict[int, set] = {}  # every member in the decision steps
+        continuing: set = set()  # groups with a member going on with its episode
+        for agent, group, on in zip(decision.agent_id.tolist(), decision.group_id.tolist(),
+                                    going_on.tolist()):
             if group:
                 deciding.setdefault(group, set()).add(agent)
-                if self.departed.get(agent) == group:
-                    problems.append(f"{where}: agent {agent} left group {group} before it and "
-                                    f"is back in decision steps before the group's episode ended")
+                if on:
+                    continuing.add(group)
         ending: Dict[int, set] = {}
         for agent, group in zip(terminal.agent_id.tolist(), terminal.group_id.tolist()):
             self.group_of.pop(agent, None)
             if group:
                 ending.setdefault(group, set()).add(agent)
+        ended = set(ending) - continuing
+        for agent, group in zip(decision.agent_id.tolist(), decision.group_id.tolist()):
+            self.group_of[agent] = group
+            if group and group not in ended and self.departed.get(agent) == group:
+                problems.append(f"{where}: agent {agent} left group {group} before it and "
+                                f"is back in decision steps before the group's episode ended")
         for group, members in ending.items():
-            if group in deciding:  # the group goes on: these members left it early
+            if group in continuing:  # the group goes on: these members left it early
                 for agent in members:
                     self.departed[agent] = group
                 continue
