@@ -232,6 +232,95 @@ def test_hwc_visual_observations_of_older_unity(tmp_path):
     np.testing.assert_array_equal(demos.next_obs[0][0], pixels[1] / np.float32(255))
 
 
+# --- visual observations without dimension properties, as ML-Agents' Python tools write them --
+def known_hwc(h, w, c, record_index):
+    """[H, W, C] uint8 pixels that say where they are: every (record, row, column, channel)
+    has its own value, so any transposition or swap shows."""
+    y, x, k = np.meshgrid(np.arange(h), np.arange(w), np.arange(c), indexing="ij")
+    return (1 + record_index * h * w * c + (y * w + x) * c + k).astype(np.uint8)
+
+
+def undescribed_visual_obs(stored, compressed):
+    """An ObservationProto as ML-Agents' test helper builds it: the shape as the array has
+    it, float_data or PNG, no dimension properties, no name. ``stored``: uint8 pixels in
+    the stored layout; a PNG holds them as [H, W, C] rows."""
+    message = packed_ints(1, list(stored.shape))
+    if compressed:  # stored is [C, H, W]: the PNG holds it channels last
+        return message + int_field(2, 1) + bytes_field(3, png(stored.transpose(1, 2, 0)))
+    values = (stored.astype(np.float32) / 255).reshape(-1).tolist()
+    return message + bytes_field(4, packed_floats(1, values))
+
+
+def undescribed_file(path, h, w, c, compressed=False, channels_first=True):
+    """Three records of one agent (the last done) whose only observation is visual [C, H, W]
+    (or [H, W, C] with ``channels_first=False``); returns the [H, W, C] floats per record."""
+    expected, records = [], []
+    for r in range(3):
+        hwc = known_hwc(h, w, c, r)
+        expected.append(hwc.astype(np.float32) / 255)
+        stored = hwc.transpose(2, 0, 1) if channels_first else hwc
+        records.append(record([undescribed_visual_obs(stored, compressed)], discrete=[r % 2],
+                              done=r == 2))
+    brain = (packed_ints(3, [2]) + bytes_field(7, b"1D")
+             + bytes_field(9, int_field(2, 1) + packed_ints(3, [2])))
+    path.write_bytes(demo_file(meta(3, 1, 0.0), brain, records))
+    return expected
+
+
+def visual_spec(h, w, c):
+    return BehaviorSpec((ObservationSpec((h, w, c), "camera", ObservationKind.VISUAL),),
+                        ActionSpec(0, (2,)))
+
+
+@pytest.mark.parametrize("h, w, c, compressed, channels_first", [
+    (20, 20, 3, False, True),  # the case of issue 35: float_data [3, 20, 20]
+    (5, 4, 3, False, True),  # rows and columns of different lengths
+    (5, 4, 3, False, False),  # [H, W, C] float_data (Unity before dimension properties)
+    (5, 4, 3, True, True),  # PNG [C, H, W]: the PNG's size tells
+    (3, 3, 3, True, True),  # PNG [3, 3, 3]: its size cannot tell; the behavior does
+    (3, 3, 3, False, True),
+])
+def test_visual_observations_without_dimension_properties_read_as_the_behavior_has_them(
+        tmp_path, h, w, c, compressed, channels_first):
+    path = tmp_path / "python.demo"
+    expected = undescribed_file(path, h, w, c, compressed, channels_first)
+    demos = load_demonstrations(str(path), spec=visual_spec(h, w, c), behavior_name="1D")
+    assert demos.spec.observation_specs[0].shape == (h, w, c)
+    # next_record pairing: the transitions start at records 0 and 1
+    np.testing.assert_array_equal(demos.obs[0], expected[:2])
+    np.testing.assert_array_equal(demos.next_obs[0], expected[1:])
+
+
+def test_in_a_folder_without_a_behavior_the_first_file_decides_the_layout(tmp_path):
+    first = known_hwc(5, 4, 3, 7).astype(np.float32)[None] / 255
+    with DemonstrationWriter(str(tmp_path / "a.demo"), "1D", visual_spec(5, 4, 3)) as writer:
+        writer.write_episode(Records(
+            [np.concatenate([first, first])], np.zeros(2, np.float32), np.array([0, 1], bool),
+            np.zeros(2, bool), np.zeros(2, np.int32), np.zeros((2, 2), bool),
+            np.zeros((2, 0), np.float32), np.zeros((2, 1), np.int32), np.ones(2, bool),
+            np.zeros(2, np.int32), np.zeros(2, np.float32)))
+    expected = undescribed_file(tmp_path / "b.demo", 5, 4, 3)  # [3, 5, 4], no properties
+    demos = load_demonstrations(str(tmp_path))
+    assert demos.spec.observation_specs[0].shape == (5, 4, 3)
+    np.testing.assert_array_equal(demos.obs[0], [first[0], *expected[:2]])
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_a_visual_observation_that_fits_neither_layout_is_refused(tmp_path, compressed):
+    path = tmp_path / "python.demo"
+    undescribed_file(path, 3, 3, 3, compressed)  # stored [3, 3, 3]
+    assert one_line_error(path, spec=visual_spec(3, 3, 4), behavior_name="1D") == (
+        f"{path}: observation 0 ('obs_0') is stored [3, 3, 3] without dimension "
+        f"properties, and neither channels first ([3, 3, 3]) nor channels last ([3, 3, 3]) "
+        f"is the [3, 3, 4] of 'camera' in behavior '1D'")
+    path = tmp_path / "float.demo"
+    undescribed_file(path, 20, 20, 3)  # stored [3, 20, 20]
+    assert one_line_error(path, spec=visual_spec(20, 20, 4), behavior_name="1D") == (
+        f"{path}: observation 0 ('obs_0') is stored [3, 20, 20] without dimension "
+        f"properties, and neither channels first ([20, 20, 3]) nor channels last "
+        f"([3, 20, 20]) is the [20, 20, 4] of 'camera' in behavior '1D'")
+
+
 # --- our writer: marked, read exactly, and a folder -----------------------------------------
 SPEC = BehaviorSpec((ObservationSpec((3,), "v"),), ActionSpec(1, (2,)))
 

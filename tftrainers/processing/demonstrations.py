@@ -29,9 +29,12 @@ observation is the last one, and pairing it with the next episode's first record
 step anyone took.
 
 Visual observations are stored ``[C, H, W]`` by current Unity (dimension properties
-NONE, TE, TE) and ``[H, W, C]`` by older Unity (TE, TE, NONE, or no dimension properties);
-either way they come out as our HWC floats in [0, 1]: PNG pixels / 255, several PNGs per
-observation concatenated along channels, regrouped by ``compressed_channel_mapping``.
+NONE, TE, TE) and ``[H, W, C]`` by older Unity (TE, TE, NONE); either way they come out as
+our HWC floats in [0, 1]: PNG pixels / 255, several PNGs per observation concatenated along
+channels, regrouped by ``compressed_channel_mapping``. Files without dimension properties
+(older Unity ``[H, W, C]``, ML-Agents' Python tools ``[C, H, W]``) do not say which: a PNG's
+size tells when it can; otherwise the stored shape is read the way that gives the behavior's
+shape (channels first if both do), or ``[H, W, C]`` when there is no behavior to match.
 """
 from __future__ import annotations
 
@@ -270,13 +273,21 @@ def _demo_files(path: str) -> List[str]:
     raise DemonstrationError(f"{path}: no such .demo file or folder")
 
 
-def read_demo_file(path: str, action_pairing: str = "auto"
+def read_demo_file(path: str, action_pairing: str = "auto",
+                   target: Optional[BehaviorSpec] = None, other: Optional[str] = None
                    ) -> Tuple[DemonstrationFile, BehaviorSpec, Records]:
     """Reads one ``.demo`` file as it is: its header, the spec it implies, its records.
 
+    Args:
+        target: the spec the file is meant for; it decides how a visual observation
+            without dimension properties is read (see the module doc), nothing else.
+        other: whose spec ``target`` is, for the error message (default: the file's
+            behavior).
+
     Raises:
         DemonstrationError: not a demo file, truncated, unsupported api_version, records
-            that disagree with the first one.
+            that disagree with the first one, a visual observation without dimension
+            properties that ``target`` has in neither layout.
     """
     if action_pairing not in PAIRINGS:
         raise ValueError(f"action_pairing must be one of {', '.join(PAIRINGS)}, "
@@ -341,7 +352,8 @@ def read_demo_file(path: str, action_pairing: str = "auto"
                              int(meta.number_steps), int(meta.number_episodes),
                              float(meta.mean_reward), brain.brain_name, brain.recorded_by,
                              pairing)
-    obs_specs, layouts = _observation_specs(path, pairs[0].agent_info)
+    obs_specs, layouts = _observation_specs(
+        path, pairs[0].agent_info, target, other or f"behavior '{brain.brain_name}'")
     spec = BehaviorSpec(obs_specs, action_spec)
     return info, spec, _records(path, pairs, spec, layouts)
 
@@ -359,19 +371,47 @@ def _action_spec(brain) -> ActionSpec:
     return ActionSpec(0, sizes)
 
 
-def _visual_layout(obs) -> str:
-    """"chw" or "hwc": how a rank-3 observation stores its shape."""
+def _visual_layout(obs) -> Tuple[str, bool]:
+    """How a rank-3 observation stores its shape: ("chw" or "hwc", whether the file says
+    so). When it does not, the layout given is the one to read without a behavior."""
     dims = tuple(obs.dimension_properties)
     if len(dims) == 3 and dims[0] == proto.DIM_NONE and dims[2] != proto.DIM_NONE:
-        return "chw"
+        return "chw", True
     if len(dims) == 3 and dims[2] == proto.DIM_NONE and dims[0] != proto.DIM_NONE:
-        return "hwc"
+        return "hwc", True
     if obs.compression_type == proto.COMPRESSION_PNG and obs.compressed_data:
-        # No dimension properties: the first PNG's size tells.
+        # No dimension properties: the first PNG's size tells, unless H == W == C.
         height, width = _png_size(obs.compressed_data)
-        if tuple(obs.shape[1:]) == (height, width):
-            return "chw"
-    return "hwc"  # Unity before dimension properties sent [H, W, C]
+        first = tuple(obs.shape[1:]) == (height, width)
+        last = tuple(obs.shape[:2]) == (height, width)
+        if first != last:
+            return ("chw" if first else "hwc"), True
+        if first:
+            return "chw", False
+    return "hwc", False  # Unity before dimension properties sent [H, W, C]
+
+
+def _matching_layout(path: str, index: int, name: str, shape: Tuple[int, ...],
+                     target: Optional[BehaviorSpec], other: str) -> Optional[str]:
+    """The layout that reads a visual observation of unknown layout as ``target`` has it:
+    None when ``target`` has no visual observation there (check_spec names that).
+
+    Raises:
+        DemonstrationError: neither layout gives ``target``'s shape.
+    """
+    specs = target.observation_specs if target is not None else ()
+    if index >= len(specs) or len(specs[index].shape) != 3:
+        return None
+    want = tuple(specs[index].shape)
+    channels_first = (shape[1], shape[2], shape[0])
+    if want == channels_first:  # also when both fit: current Unity and ML-Agents store CHW
+        return "chw"
+    if want == shape:
+        return "hwc"
+    raise DemonstrationError(
+        f"{path}: observation {index} ('{name}') is stored {_shape(shape)} without dimension "
+        f"properties, and neither channels first ({_shape(channels_first)}) nor channels "
+        f"last ({_shape(shape)}) is the {_shape(want)} of '{specs[index].name}' in {other}")
 
 
 def _png_size(data: bytes) -> Tuple[int, int]:
@@ -381,14 +421,17 @@ def _png_size(data: bytes) -> Tuple[int, int]:
     return height, width
 
 
-def _observation_specs(path: str, agent_info) -> Tuple[List[ObservationSpec], List[str]]:
+def _observation_specs(path: str, agent_info, target: Optional[BehaviorSpec], other: str
+                       ) -> Tuple[List[ObservationSpec], List[str]]:
     specs, layouts = [], []
     for i, obs in enumerate(agent_info.observations):
         shape = tuple(obs.shape)
         name = obs.name or f"obs_{i}"
         try:
             if len(shape) == 3:
-                layout = _visual_layout(obs)
+                layout, known = _visual_layout(obs)
+                if not known:
+                    layout = _matching_layout(path, i, name, shape, target, other) or layout
                 hwc = (shape[1], shape[2], shape[0]) if layout == "chw" else shape
                 specs.append(ObservationSpec(hwc, name, ObservationKind.VISUAL))
             elif len(shape) == 2:
@@ -397,6 +440,8 @@ def _observation_specs(path: str, agent_info) -> Tuple[List[ObservationSpec], Li
             else:
                 layout = "vector"
                 specs.append(ObservationSpec(shape, name, ObservationKind.VECTOR))
+        except DemonstrationError:
+            raise  # one line naming the file already
         except ValueError as error:
             raise DemonstrationError(f"{path}: observation {i} ('{name}') has shape "
                                      f"{_shape(shape)}: {error}") from error
@@ -580,9 +625,15 @@ def load_demonstrations(path: str, spec: Optional[BehaviorSpec] = None,
             (one line naming the file).
     """
     parts = []
-    first_spec = None
+    first_spec = first_info = None
     for file in _demo_files(path):
-        info, file_spec, records = read_demo_file(file, action_pairing)
+        if spec is not None:
+            name = behavior_name or (first_info.behavior_name if first_info else None)
+            target, other = spec, (f"behavior '{name}'" if name else None)
+        else:  # the files of a folder must agree with the first
+            target = first_spec
+            other = f"the first file {first_info.path}" if first_info else None
+        info, file_spec, records = read_demo_file(file, action_pairing, target, other)
         if first_spec is None:
             first_spec, first_info = file_spec, info
         else:
