@@ -126,13 +126,14 @@ SECTIONS: List[Tuple[str, str, str, type, str]] = [
     ("Completion criteria", "completion-criteria",
      "environment_parameters.<name>.curriculum[i].completion_criteria.",
      S.CompletionCriteriaSettings, ""),
-    ("Samplers", "samplers", "…value.", S.SamplerSettings,
-     "A lesson's `value` (or a parameter given directly as a sampler)."),
-    ("Uniform sampler", "uniform-sampler", "…sampler_parameters.", S.UniformSampler, ""),
-    ("Gaussian sampler", "gaussian-sampler", "…sampler_parameters.", S.GaussianSampler, ""),
-    ("Multi-range uniform sampler", "multi-range-uniform-sampler", "…sampler_parameters.",
+    ("Samplers", "samplers", "<lesson>.value.", S.SamplerSettings,
+     "A lesson's `value` (or a parameter given directly as a sampler); `<lesson>` is "
+     "`environment_parameters.<name>.curriculum[i]`."),
+    ("Uniform sampler", "uniform-sampler", "<lesson>.value.sampler_parameters.", S.UniformSampler, ""),
+    ("Gaussian sampler", "gaussian-sampler", "<lesson>.value.sampler_parameters.", S.GaussianSampler, ""),
+    ("Multi-range uniform sampler", "multi-range-uniform-sampler", "<lesson>.value.sampler_parameters.",
      S.MultiRangeUniformSampler, ""),
-    ("Constant sampler", "constant-sampler", "…sampler_parameters.", S.ConstantSampler, ""),
+    ("Constant sampler", "constant-sampler", "<lesson>.value.sampler_parameters.", S.ConstantSampler, ""),
     ("Top-level keys", "top-level-keys", "", S.RunOptions,
      "The keys of a config file itself."),
 ]
@@ -342,6 +343,19 @@ def configuration_page() -> str:
         checks = _checks(cls, prefix)
         if checks:
             out += checks + [""]
+    out += ["## Keys accepted without effect {#keys-accepted-without-effect}", "",
+            "Checked as ML-Agents checks them, so its files load, then named in one `[NOTE]` "
+            "line when a file gives them a value other than null, false or empty; left out of "
+            "the run's own `configuration.yaml` at their defaults.", "",
+            "| Key | Why it has no effect here |", "|---|---|"]
+    seen = set()
+    for _, _, prefix, cls, _ in SECTIONS:
+        for key, owner, f in keys_of(cls, prefix):
+            if "inert" in f.metadata and key not in seen:
+                seen.add(key)
+                out.append(f"| `{key}` | {_cell(f.metadata['inert'])} |")
+    out += ["| `network_settings.deterministic` (while training) | it applies with "
+            "`--inference` and `tftrainers-evaluate --deterministic` |", ""]
     out += ["## Notes on our extensions {#notes-on-our-extensions}", "",
             "- `trainer_type: bc` is ML-Agents 0.x's BC trainer brought back, with DAgger; "
             "ML-Agents 1.x has only `behavioral_cloning` inside PPO/SAC.",
@@ -409,6 +423,8 @@ def _argument(action: argparse.Action) -> str:
     metavar = action.metavar or (("{" + ",".join(action.choices) + "}") if action.choices
                                  else action.dest.upper())
     many = " ..." if action.nargs in ("+", "*") else ""
+    if "|" in metavar:  # a pipe cannot sit in a code span of a table cell
+        return f"`{name}` {metavar}{many}"
     return f"`{name} {metavar}{many}`"
 
 
