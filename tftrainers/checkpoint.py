@@ -3,7 +3,7 @@
     checkpointer = Checkpointer("results/run/Ball3D/checkpoints", "Ball3D", keep=5)
     checkpointer.save(step, {"policy": policy, "optimizer": optimizer}, {"step": step, ...})
     state = checkpointer.restore(checkpointer.latest(), {"policy": policy, ...})
-    entry, state, skipped = checkpointer.restore_newest({...})   # the newest that reads
+    entry, state, skipped = checkpointer.restore_newest({...}, log=print)  # the newest that reads
 
 A checkpoint is a folder ``<Behavior>-<step>/`` holding ``ckpt.*`` (tf.train.Checkpoint) and
 ``state.json`` (counters, NumPy RNG state; JSON, never pickle). It is written under a
@@ -12,8 +12,11 @@ checkpoints) is replaced atomically, so an interrupted save never leaves a half 
 where a resume would read it. A checkpoint whose variables are not all finite is never
 written: pruning can then never drop the last healthy one. Readers that race with a
 training run (evaluate, export) take the newest checkpoint that reads completely, reading
-the index again when one is pruned under them. Exported models (ONNX, SavedModel) are a
-different thing and live elsewhere.
+the index again when one is pruned under them. Every reader (``--resume``,
+``--initialize-from``, evaluate, export, BC teachers) goes through ``restore_newest``, which
+says in one line which checkpoint was damaged and which one was used instead. Without an
+index (deleted), the checkpoints are found from their folders; a resume writes the index
+again. Exported models (ONNX, SavedModel) are a different thing and live elsewhere.
 """
 from __future__ import annotations
 
@@ -23,7 +26,8 @@ import logging
 import os
 import re
 import shutil
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+import sys
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -89,6 +93,19 @@ class Checkpointer:
         entries = self.checkpoints()
         return entries[-1]["path"] if entries else None
 
+    def _known(self) -> Tuple[List[Dict[str, Any]], Optional[str]]:
+        """The checkpoints the index lists or, when it is missing or cannot be read, the
+        complete ``<Behavior>-<step>`` folders; and why the index was not used (None when
+        it was)."""
+        if not os.path.exists(self._index_path()):
+            found = self.scan()
+            return found, (f"{self._index_path()}: missing; the checkpoints were found from "
+                           f"their folders" if found else None)
+        try:
+            return self.checkpoints(), None
+        except CheckpointError as error:
+            return self.scan(), str(error)
+
     def _write_index(self, entries: Sequence[Dict[str, Any]]) -> None:
         write_atomically(self._index_path(), json.dumps({"checkpoints": [
             {"step": e["step"], "name": os.path.basename(e["path"])} for e in entries]},
@@ -123,7 +140,8 @@ class Checkpointer:
             if os.path.exists(final):  # the same step saved again: swap, then delete
                 os.rename(final, old)
             os.rename(tmp, final)
-            entries = [e for e in self.checkpoints() if e["step"] != step]
+            # Without a readable index, the folders on disk: never dropped from a new one.
+            entries = [e for e in self._known()[0] if e["step"] != step]
             entries.append({"step": step, "path": final})
             entries.sort(key=lambda e: e["step"])
             stale, entries = entries[:-self.keep], entries[-self.keep:]
@@ -204,19 +222,26 @@ class Checkpointer:
         return sorted(found, key=lambda e: e["step"])
 
     def restore_newest(self, trackables: Mapping[str, Any], required: Sequence[str] = (),
-                       repair: bool = False, attempts: int = 5
+                       repair: bool = False, attempts: int = 5,
+                       log: Optional[Callable[[str], None]] = None
                        ) -> Tuple[Dict[str, Any], Dict[str, Any], List[str]]:
-        """Restores the newest checkpoint that reads completely.
+        """Restores the newest checkpoint that reads completely: what every reader of
+        checkpoints calls, so that none of them uses an older one in silence.
 
         A checkpoint that disappears while it is read (pruned by a run that is training)
         sends it back to the index, up to ``attempts`` times; one that is damaged is
-        skipped for the next older one.
+        skipped for the next older one. A missing or unreadable index is read around: the
+        checkpoint folders themselves are listed.
 
         Args:
             required: keys its state must have.
             repair: the caller holds the run's lock (``--resume``): damaged checkpoints
                 newer than the one restored leave the index (their folders are renamed to
-                ``<name>.damaged``, kept for inspection) and a damaged index is rewritten.
+                ``<name>.damaged``, kept for inspection) and a missing or damaged index is
+                written again.
+            log: gets one line (``[WARNING] <Behavior>: ...``) when the checkpoint used is
+                not the newest the index lists, naming what was skipped and why and the
+                one used instead; None: standard error (no reader falls back in silence).
 
         Returns:
             The restored entry (``{"step", "path"}``), its state, and one line per
@@ -229,14 +254,12 @@ class Checkpointer:
         for _ in range(attempts):
             skipped: List[Tuple[Dict[str, Any], str]] = []
             notes: List[str] = []
-            try:
-                entries = self.checkpoints()
-                index_damaged = False
-            except CheckpointError as error:
-                entries, index_damaged = self.scan(), True
-                notes.append(str(error))
+            entries, index_note = self._known()
+            index_damaged = index_note is not None
+            if index_damaged:
+                notes.append(index_note)
             if not entries:
-                if index_damaged:
+                if index_damaged and os.path.exists(self._index_path()):
                     raise CheckpointError(notes[0])
                 raise CheckpointError(f"{self.directory}: no checkpoint of "
                                       f"'{self.behavior_name}'")
@@ -253,6 +276,13 @@ class Checkpointer:
                 notes += [reason for _, reason in skipped]
                 if repair and (skipped or index_damaged):
                     self._set_aside([e for e, _ in skipped], entries)
+                if notes:
+                    line = self.fallback_line(entry, notes, set_aside=repair and bool(skipped),
+                                              reindexed=repair and index_damaged)
+                    if log is None:
+                        print(line, file=sys.stderr)
+                    else:
+                        log(line)
                 return entry, state, notes
             if not vanished:
                 newest = skipped[0][1] if skipped else f"{self.directory}: unreadable"
@@ -260,6 +290,18 @@ class Checkpointer:
                                       f"the newest: {newest}")
         raise CheckpointError(f"{self.directory}: the checkpoints kept changing while they "
                               f"were read ({attempts} attempts)")
+
+    def fallback_line(self, entry: Dict[str, Any], notes: Sequence[str],
+                      set_aside: bool = False, reindexed: bool = False) -> str:
+        """The one line a reader shows when it did not read the index's newest checkpoint
+        (``notes``: why, newest first)."""
+        line = (f"[WARNING] {self.behavior_name}: {'; '.join(notes)}; using the newest "
+                f"intact checkpoint {entry['path']} (step {entry['step']})")
+        if set_aside:
+            line += f"; the damaged ones are set aside as *{DAMAGED_SUFFIX}"
+        if reindexed:
+            line += f"; {INDEX_FILE} is written again"
+        return line
 
     def _listed(self) -> List[Dict[str, Any]]:
         try:
@@ -283,9 +325,14 @@ class Checkpointer:
         """Checkpoint folders the index does not list: left by a run killed between the
         rename and the index update, or while pruning.
 
+        Without an index (deleted), nothing is known to be stale either: the folders are
+        what a resume reads then.
+
         Raises:
             CheckpointError: the index cannot be read (then nothing is known to be stale).
         """
+        if not os.path.exists(self._index_path()):
+            return []
         listed = {e["path"] for e in self.checkpoints()}
         return [e["path"] for e in self.scan(complete=False) if e["path"] not in listed]
 

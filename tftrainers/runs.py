@@ -16,7 +16,7 @@ import json
 import os
 from typing import Any, Callable, Dict, List, Optional
 
-from tftrainers.checkpoint import Checkpointer, CheckpointError
+from tftrainers.checkpoint import INDEX_FILE, Checkpointer, CheckpointError
 from tftrainers.envs.base import BehaviorSpec
 from tftrainers.run_folder import CONFIG_FILE, write_atomically
 
@@ -193,13 +193,14 @@ def load_policy(run_dir: str, behavior: str, spec: Optional[BehaviorSpec] = None
     """The behavior's Policy with the weights of the run's newest readable checkpoint.
 
     Safe while the run trains: a checkpoint pruned while it is read sends the reader back
-    to the index; a damaged one is skipped for the next older one (and ``log`` told).
+    to the index; a damaged one is skipped for the next older one, and ``log`` gets one
+    line saying so (``Checkpointer.restore_newest``, which every reader goes through).
 
     Args:
         spec: the environment's spec (checked against the run's); None reads the run's.
         with_step: also return the checkpoint's step.
         with_critic: also return the critic (for the SavedModel's value signature).
-        log: receives a line for each checkpoint skipped as unreadable.
+        log: receives the line naming a skipped checkpoint (None: standard error).
 
     Returns:
         ``policy``, or ``(policy, step)`` / ``(policy, critic)`` / ``(policy, step,
@@ -220,7 +221,8 @@ def load_policy(run_dir: str, behavior: str, spec: Optional[BehaviorSpec] = None
     settings = recorded_settings(run_dir, behavior)
     directory = os.path.join(run_dir, behavior, "checkpoints")
     checkpointer = Checkpointer(directory, behavior)
-    if not checkpointer.checkpoints():
+    if not checkpointer.scan(complete=False) and not os.path.exists(
+            os.path.join(directory, INDEX_FILE)):
         raise CheckpointError(f"{directory}: no checkpoint of behavior '{behavior}'")
     from tftrainers.trainers.policy import Policy  # TensorFlow: only once the run checks out
     policy = Policy(trained, settings.network_settings, seed=seed, deterministic=deterministic)
@@ -233,10 +235,7 @@ def load_policy(run_dir: str, behavior: str, spec: Optional[BehaviorSpec] = None
                         ns.hidden_units, ns.num_layers, ns.normalize, ns.vis_encode_type,
                         memory_size=policy.memory_size)
         trackables["critic"] = critic
-    entry, _, skipped = checkpointer.restore_newest(trackables)
-    for reason in skipped:
-        if log is not None:
-            log(f"[WARNING] skipped an unreadable checkpoint: {reason}; using {entry['path']}")
+    entry, _, _ = checkpointer.restore_newest(trackables, log=log)
     out = (policy,) + ((entry["step"],) if with_step else ()) + ((critic,) if with_critic
                                                                  else ())
     return out if len(out) > 1 else policy

@@ -91,6 +91,44 @@ def test_export_errors(run, tmp_path, capsys):
     assert "the checkpoint cannot be read" in fails(capsys, export_main, [str(broken)])
 
 
+def truncated(path):
+    data = next(path.glob("ckpt.data*"))
+    data.write_bytes(data.read_bytes()[:data.stat().st_size // 2])
+
+
+def emptied(path):
+    next(path.glob("ckpt.data*")).write_bytes(b"")
+
+
+def scrambled(path):
+    data = next(path.glob("ckpt.data*"))
+    data.write_bytes(bytes(b ^ 0x5A for b in data.read_bytes()))  # same size
+
+
+def garbled_index(path):
+    (path / "ckpt.index").write_bytes(b"not a tensor bundle index" * 8)
+
+
+@pytest.mark.parametrize("damage", [truncated, emptied, scrambled, garbled_index,
+                                    shutil.rmtree])
+def test_export_of_a_run_whose_newest_checkpoint_is_damaged_says_which_it_used(
+        run, tmp_path, capsys, damage):
+    from tftrainers.checkpoint import Checkpointer
+    copy = tmp_path / "r"
+    shutil.copytree(run, copy)
+    checkpoints = copy / "Basic" / "checkpoints"
+    older, newest = [e["step"] for e in Checkpointer(str(checkpoints), "Basic").checkpoints()]
+    damage(checkpoints / f"Basic-{newest}")
+    capsys.readouterr()
+    assert export_main([str(copy), "--output", str(tmp_path / "out"), "--format",
+                        "savedmodel"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"[WARNING] Basic: {checkpoints}/Basic-{newest}")
+    assert err[0].endswith(f"; using the newest intact checkpoint {checkpoints}/Basic-{older} "
+                           f"(step {older})")
+    assert os.listdir(tmp_path / "out" / "Basic" / "saved_model") == [str(older)]
+
+
 def test_evaluating_a_model_on_the_wrong_env_names_the_input(run, capsys):
     err = fails(capsys, evaluate_main, ["builtin:GridWorld", "--policy",
                                         os.path.join(run, "Basic.onnx")])

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 import tftrainers.runner as runner
 from tftrainers.checkpoint import Checkpointer, CheckpointError
-from tftrainers.cli import learn_main
+from tftrainers.cli import evaluate_main, learn_main
 from tftrainers.envs import make
 from tftrainers.trainers.finite import NonFiniteUpdateError
 
@@ -240,8 +240,11 @@ def test_resume_falls_back_to_the_newest_intact_checkpoint(finished, tmp_path, c
     assert learn_main([config, "--run-id", "r", "--results-dir", str(run.parent),
                        "--resume"]) == 0
     out = capsys.readouterr().out
-    assert f"[WARNING] Basic: resumed from {checkpoints}/Basic-{second} (step {second}) " \
-           f"because {checkpoints}/Basic-{newest}{reason}" in out
+    line = [line for line in out.splitlines() if "[WARNING]" in line]
+    assert len(line) == 1 and line[0].startswith(
+        f"[WARNING] Basic: {checkpoints}/Basic-{newest}{reason}")
+    assert line[0].endswith(f"; using the newest intact checkpoint {checkpoints}/Basic-{second} "
+                            f"(step {second}); the damaged ones are set aside as *.damaged")
     assert (checkpoints / f"Basic-{newest}.damaged").is_dir()
     # From ~400 to 640: the interval checkpoint at ~600 and the final one, nothing between.
     steps = steps_of(run)
@@ -300,3 +303,27 @@ def test_changed_network_settings_and_observations_are_named(finished, tmp_path,
     assert err.endswith("cannot initialize from behavior 'Basic': observation 0 ('position'): "
                         "the checkpoint has vector shape [21], the environment has vector shape "
                         "[20]")
+
+
+def test_a_deleted_index_reads_the_checkpoint_folders_and_a_resume_indexes_them_again(
+        finished, tmp_path, capsys):
+    run = copy_of(finished, tmp_path)
+    steps = steps_of(run)
+    checkpoints = run / "Basic" / "checkpoints"
+    (checkpoints / "checkpoint.json").unlink()  # every folder intact
+    found = (f"[WARNING] Basic: {checkpoints}/checkpoint.json: missing; the checkpoints were "
+             f"found from their folders; using the newest intact checkpoint "
+             f"{checkpoints}/Basic-{steps[-1]} (step {steps[-1]})")
+    capsys.readouterr()
+    assert evaluate_main(["builtin:Basic", "--policy", str(run), "--episodes", "1"]) == 0
+    assert found in capsys.readouterr().err.splitlines()
+    config = write_config(tmp_path, CONFIG.replace("max_steps: 600", "max_steps: 680"))
+    assert learn_main([config, "--run-id", "n", "--results-dir", str(run.parent),
+                       "--initialize-from", "r"]) == 0
+    assert found in capsys.readouterr().out.splitlines()
+    assert learn_main([config, "--run-id", "r", "--results-dir", str(run.parent),
+                       "--resume"]) == 0
+    assert f"{found}; checkpoint.json is written again" in capsys.readouterr().out.splitlines()
+    # None of the folders was taken for a leftover; the next save pruned nothing.
+    assert steps_of(run)[:3] == steps and len(steps_of(run)) == 4 and steps_of(run)[3] >= 680
+

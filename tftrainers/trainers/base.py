@@ -292,11 +292,8 @@ class Trainer(abc.ABC):
         """Continues from the latest checkpoint (``--resume``), or from the newest one that
         reads completely when the latest is damaged (saying which and why)."""
         self.wait_for_update()
-        entry, state, skipped = self.checkpointer.restore_newest(
-            self.trackables(), required=self.STATE_KEYS, repair=True)
-        if skipped:
-            self.log(f"[WARNING] {self.behavior_name}: resumed from {entry['path']} (step "
-                     f"{entry['step']}) because {'; '.join(skipped)}; set aside as *.damaged")
+        _, state, _ = self.checkpointer.restore_newest(
+            self.trackables(), required=self.STATE_KEYS, repair=True, log=self.log)
         self.restore_state(state)
         self.weights_restored()
         self._saved_step = self.step
@@ -305,9 +302,6 @@ class Trainer(abc.ABC):
     def initialize_from(self, run_dir: str) -> None:
         """Copies the policy weights of another run (``--initialize-from``); step stays 0."""
         directory = os.path.join(run_dir, self.behavior_name, "checkpoints")
-        entry, _, skipped = Checkpointer(directory, self.behavior_name).restore_newest(
-            self.policy.trackables())
-        if skipped:
-            self.log(f"[WARNING] {self.behavior_name}: initialized from {entry['path']} "
-                     f"because {'; '.join(skipped)}")
+        Checkpointer(directory, self.behavior_name).restore_newest(self.policy.trackables(),
+                                                                   log=self.log)
         self.weights_restored()
