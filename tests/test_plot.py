@@ -60,7 +60,7 @@ def test_draws_several_runs_and_stats(tmp_path, capsys, extension):
     assert stdout.strip() == str(out) and out.stat().st_size > 1000
     if extension == "svg":
         text = out.read_text()
-        assert "ppo_s (3 seeds)" in text and "poca" in text
+        assert "ppo (3 seeds)" in text and "poca" in text
 
 
 @pytest.mark.parametrize("case, expected", [

@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import re
 import sys
 from typing import Dict, List, NamedTuple, Optional, Sequence
 
@@ -140,7 +141,8 @@ def _label(runs: Sequence[str], behavior: str, several_behaviors: bool) -> str:
     if len(names) == 1:
         label = names[0]
     else:
-        prefix = os.path.commonprefix(names).rstrip("_-. ")
+        # ball3d_s0, ball3d_s1 -> ball3d; ppo_seed1, ppo_seed2 -> ppo; Pyramids0 -> Pyramids
+        prefix = re.sub(r"([_\-. ]+(seed|s))?[_\-. ]*$", "", os.path.commonprefix(names))
         label = f"{prefix or names[0]} ({len(names)} seeds)"
     return f"{label}: {behavior}" if several_behaviors else label
 
@@ -186,7 +188,7 @@ def plot(runs: Sequence[str], stats: Sequence[str] = (CUMULATIVE_REWARD,), out: 
 
     figure, axes = plt.subplots(len(stats), 1, figsize=(8, 3.6 * len(stats)), squeeze=False)
     for axis, wanted in zip(axes[:, 0], stats):
-        drawn = 0
+        drawn, columns = 0, []
         for group in group_runs(runs):
             for name in behaviors:
                 curves = []
@@ -195,6 +197,7 @@ def plot(runs: Sequence[str], stats: Sequence[str] = (CUMULATIVE_REWARD,), out: 
                     column = find_stat(list(logged), wanted)
                     if column is not None:
                         curves.append(logged[column])
+                        columns.append(column)
                 if not curves:
                     continue
                 label = _label([c.run for c in curves], name, len(behaviors) > 1)
@@ -210,7 +213,7 @@ def plot(runs: Sequence[str], stats: Sequence[str] = (CUMULATIVE_REWARD,), out: 
             logged = sorted({s for curves in data.values() for c in curves.values() for s in c})
             raise PlotError(f"--stat {wanted}: no run logged it; logged: {', '.join(logged)}")
         axis.set_xlabel("step")
-        axis.set_ylabel(wanted)
+        axis.set_ylabel(" / ".join(dict.fromkeys(columns)))
         axis.grid(True, alpha=0.3)
         axis.legend(fontsize="small")
     if title:
