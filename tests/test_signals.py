@@ -185,3 +185,92 @@ def test_a_second_signal_during_the_save_exits_at_once_and_keeps_the_last_checkp
     _, step = load_policy(str(run), "Basic", with_step=True)
     assert step == kept
     assert any(name.startswith(".tmp-") for name in os.listdir(run / "Basic" / "checkpoints"))
+
+
+# SIGINT at a chosen moment of start-up, counted in audit events after the command's
+# handlers are installed: the ``n``-th module imported (TensorFlow's, Keras', the envs'), the
+# ``n``-th ``sys._getframe`` (called inside TensorFlow's and Keras' functions: mid-function
+# moments), the ``n``-th rename of a temporary file (``write_atomically`` of
+# configuration.yaml and behavior_spec.json); and one moment in time. The handler runs in
+# the hook, so the signal lands just before the call that raised the event.
+AT_MOMENT = """
+import os, signal, sys
+from tftrainers import signals
+
+event_name, prefix, at = sys.argv[1], sys.argv[2], int(sys.argv[3])
+seen = [0]
+
+def hook(event, args):
+    if seen[0] >= at or event != event_name or signals._active is None:
+        return
+    if prefix and prefix not in str(args[0]):
+        return
+    seen[0] += 1
+    if seen[0] == at:
+        os.kill(os.getpid(), signal.SIGINT)
+
+sys.addaudithook(hook)
+sys.argv = ["tftrainers-learn"] + sys.argv[4:]
+from tftrainers.cli import learn
+learn()
+"""
+
+START_UP_CONFIG = """
+behaviors:
+  Basic:
+    hyperparameters: {batch_size: 32, buffer_size: 256}
+    network_settings: {hidden_units: 20, num_layers: 2}
+    max_steps: 100000000
+    time_horizon: 64
+    summary_freq: 2000
+env_settings: {env_path: "builtin:Basic"}
+"""
+
+START_UP_MOMENTS = [("import", "", n) for n in (1, 200, 900, 1800, 2600)] \
+    + [("sys._getframe", "", n) for n in (3000, 7000)] \
+    + [("os.rename", ".tmp-", 1), ("os.rename", ".tmp-", 2), ("time", "", 2)]
+
+
+def half_written(run):
+    """Temporary files, checkpoint folders the index does not list or that are incomplete."""
+    found = [os.path.join(root, name) for root, dirs, files in os.walk(run)
+             for name in dirs + files if ".tmp-" in name]
+    checkpoints = run / "Basic" / "checkpoints"
+    if checkpoints.exists():
+        listed = {os.path.basename(e["path"]) for e in
+                  Checkpointer(str(checkpoints), "Basic").checkpoints()}
+        on_disk = {name for name in os.listdir(checkpoints) if name != "checkpoint.json"}
+        found += sorted(listed ^ on_disk)
+        found += [name for name in listed if not (checkpoints / name / "state.json").exists()]
+    return found
+
+
+@pytest.mark.parametrize("event,prefix,at", START_UP_MOMENTS,
+                         ids=[f"{e}-{p or 'any'}-{n}" for e, p, n in START_UP_MOMENTS])
+def test_ctrl_c_at_any_moment_of_start_up_is_one_line_and_exit_130(tmp_path, event, prefix, at):
+    # 1 in 8 Ctrl-C in the first seconds once ended with a traceback: raised inside an
+    # import it left TensorFlow half-built (an ``ApiDefMap.__del__`` traceback), inside
+    # ``write_atomically`` a temporary file in the run folder.
+    config = tmp_path / "c.yaml"
+    config.write_text(textwrap.dedent(START_UP_CONFIG))
+    run = tmp_path / "results" / "s"
+    args = [str(config), "--run-id", "s", "--results-dir", str(run.parent)]
+    out, err = open(tmp_path / "out", "w"), open(tmp_path / "err", "w")
+    moment = [] if event == "time" else [event, prefix, str(at)]
+    command = [learn_command(), *args] if event == "time" else \
+        [sys.executable, "-c", AT_MOMENT, *moment, *args]
+    process = subprocess.Popen(command, stdout=out, stderr=err,
+                               env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    try:
+        # A moment the start-up never reaches (fewer imports here) ends as a late Ctrl-C.
+        code = process.wait(timeout=at if event == "time" else 40)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=120)
+    out, err = (tmp_path / "out").read_text(), (tmp_path / "err").read_text()
+    assert code == 130, err[-3000:]
+    assert "Traceback" not in err and "Exception ignored" not in err, err[-3000:]
+    if "[INFO] Interrupted by SIGINT: checkpoints saved: Basic at step" not in out:
+        assert err.strip().splitlines() == [
+            "tftrainers-learn: interrupted by SIGINT before training started; nothing to save"]
+    assert half_written(run) == []

@@ -18,10 +18,8 @@ import sys
 import traceback
 from typing import Callable, Dict, List, NoReturn, Optional, Sequence
 
-import yaml
-
 from tftrainers.console import quiet_dependencies, quiet_tensorflow_import
-from tftrainers.signals import Interrupted, signal_name, stop_signals
+from tftrainers.signals import Interrupted, held, signal_name, stop_signals
 
 
 _debug = {"on": False}  # the running command's --debug
@@ -51,16 +49,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {_one_line(message)}\n")
 
 
-def _command(prog: str, interrupted: str = ""):
+def _command(prog: str, interrupted: str = "", hold: bool = False):
     """Wraps a command's main: SIGINT/SIGTERM handled from its first line (before
-    TensorFlow is imported), and every error that reaches here printed as one line."""
+    TensorFlow is imported; with ``hold``, held until the command checks, see signals.py),
+    and every error that reaches here printed as one line."""
     def wrap(main):
         @functools.wraps(main)
         def run(argv: Optional[List[str]] = None) -> int:
             _debug["on"] = False
-            with stop_signals(prog):
+            with stop_signals(prog, hold=hold) as stop:
                 try:
-                    return main(argv)
+                    code = main(argv)
+                    stop.check()  # held to the end (a dry run): still stopped by it
+                    return code
                 except Interrupted as stop:
                     print(f"{prog}: interrupted by {signal_name(stop.signum)}{interrupted}",
                           file=sys.stderr)
@@ -85,8 +86,13 @@ def _command(prog: str, interrupted: str = ""):
     return wrap
 
 
+def _warn(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
 def parse_env_args(items: Sequence[str]) -> Dict[str, object]:
     """``["obs=visual", "length=10"]`` -> ``{"obs": "visual", "length": 10}`` (YAML scalars)."""
+    import yaml  # here: the commands' module loads before their signal handlers exist
     out = {}
     for item in items or ():
         key, sep, value = item.partition("=")
@@ -128,7 +134,8 @@ def _make_policy(parser: argparse.ArgumentParser, args: argparse.Namespace, env)
     """The policy of ``_add_policy_arguments``' flags; an unusable one is a usage error."""
     from tftrainers.evaluate import make_policy
     try:
-        with quiet_tensorflow_import():
+        # Held: Ctrl-C while TensorFlow imports would leave its half-built objects behind.
+        with held(), quiet_tensorflow_import():
             return make_policy(args.policy, env, seed=args.seed,
                                deterministic=args.deterministic)
     except ValueError as error:  # includes ConfigError and CheckpointError
@@ -166,7 +173,8 @@ def evaluate_main(argv: Optional[List[str]] = None) -> int:
     return 0
 
 
-@_command("tftrainers-learn", interrupted=" before training started; nothing to save")
+@_command("tftrainers-learn", interrupted=" before training started; nothing to save",
+          hold=True)
 def learn_main(argv: Optional[List[str]] = None) -> int:
     """``tftrainers-learn CONFIG``: train (or run in inference) as ``mlagents-learn`` does."""
     from tftrainers.checkpoint import CheckpointError
@@ -256,11 +264,15 @@ def export_main(argv: Optional[List[str]] = None) -> int:
         if not behaviors:
             raise CheckpointError(f"{args.run}: the run has no trained behavior")
         for behavior in behaviors:
-            with quiet_tensorflow_import():
-                policy, step, critic = load_policy(args.run, behavior, with_step=True,
-                                                   with_critic=True)
-            for path in export_policy(policy, behavior, args.output or args.run, step,
-                                      formats=args.format, opset=args.opset, critic=critic):
+            # Held: a behavior's files are all written (renamed into place) before Ctrl-C
+            # stops the command, never left under their temporary names.
+            with held():
+                with quiet_tensorflow_import():
+                    policy, step, critic = load_policy(args.run, behavior, with_step=True,
+                                                       with_critic=True, log=_warn)
+                written = export_policy(policy, behavior, args.output or args.run, step,
+                                        formats=args.format, opset=args.opset, critic=critic)
+            for path in written:
                 print(path)
     except (CheckpointError, ValueError) as error:
         parser.error(str(error))

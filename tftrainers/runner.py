@@ -10,7 +10,9 @@ trainer advance (drain its managers' trajectories, update when its buffer is ful
 the new weights, write stats and checkpoints).
 
 What can go wrong, and what the run does then:
-- SIGINT / SIGTERM (``signals``): the loop stops, every trainer saves, exit 128 + signum.
+- SIGINT / SIGTERM (``signals``): during start-up the signal is held and start-up stops at
+  its next ``stop.check()``, between steps that leave nothing half-made (exit 128 + signum,
+  nothing to save); in the loop, the loop stops, every trainer saves, exit 128 + signum.
 - The env raises, or sends bad data (NaN/inf, a wrong shape or dtype), or an update is not
   finite (refused, weights kept): every trainer saves what is finite, then ``RunFailed``
   (one line naming the env and the env step; exit code 1).
@@ -135,10 +137,14 @@ def run_training(options: RunOptions, log=print) -> int:
         RunFailed: the env failed or sent bad data, or an update was not finite; every
             trainer saved what it could first.
     """
-    with stop_signals("tftrainers-learn") as stop:
+    # Held: a signal during start-up stops it at the next ``stop.check()``, never inside
+    # TensorFlow's import, a network's construction or a file being written.
+    with stop_signals("tftrainers-learn", hold=True) as stop:
+        stop.check()
         seed = resolve_seed(options)
         env, mode = open_env(options, seed)
         try:
+            stop.check()
             settings = {name: options.settings_for(name) for name in sorted(env.behavior_specs)}
             # Checked, locked, cleared with --force: before TensorFlow, so a refusal is quick.
             folder = RunFolder.open(options.checkpoint_settings)
@@ -149,9 +155,10 @@ def run_training(options: RunOptions, log=print) -> int:
                                          options.to_yaml())
                     os.makedirs(os.path.join(folder.path, "run_logs"), exist_ok=True)
                 except OSError as error:
-                    raise RunError(f"{error.filename or folder.path}: cannot write the run "
-                                   f"folder ({error.strerror or error})") from None
+                    raise _unwritable(error, folder.path) from None
+                stop.check()
                 _configure_tensorflow(options, log)
+                stop.check()
                 return _run(options, folder, env, mode, settings, seed, stop, log)
             finally:
                 folder.close()
@@ -224,6 +231,7 @@ def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed:
                 trainers[name].initialize_from(os.path.join(cs.results_dir, cs.initialize_from))
             elif settings[name].init_path:
                 trainers[name].initialize_from(settings[name].init_path)
+            stop.check()
         managers, pool = {}, None
         if mode == "inline":
             for name, trainer in trainers.items():
@@ -267,6 +275,11 @@ def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed:
     finally:
         for writer in writers:
             writer.close()
+
+
+def _unwritable(error: OSError, run_dir: str) -> RunError:
+    return RunError(f"{error.filename or run_dir}: cannot write the run folder "
+                    f"({error.strerror or error})")
 
 
 def _connect_imitation(env, trainers, managers) -> None:
