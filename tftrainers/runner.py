@@ -150,6 +150,7 @@ def run_training(options: RunOptions, log=print) -> int:
             folder = RunFolder.open(options.checkpoint_settings)
             try:
                 try:
+                    # A resume writes it once its checks have passed (see ``_run``).
                     if not options.checkpoint_settings.resume:
                         write_atomically(os.path.join(folder.path, CONFIG_FILE),
                                          options.to_yaml())
@@ -232,6 +233,8 @@ def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed:
             elif settings[name].init_path:
                 trainers[name].initialize_from(settings[name].init_path)
             stop.check()
+        if cs.resume:  # every check passed: from here the run trains with these settings
+            _record_configuration(options, run_dir, log)
         managers, pool = {}, None
         if mode == "inline":
             for name, trainer in trainers.items():
@@ -280,6 +283,45 @@ def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed:
 def _unwritable(error: OSError, run_dir: str) -> RunError:
     return RunError(f"{error.filename or run_dir}: cannot write the run folder "
                     f"({error.strerror or error})")
+
+
+def _flat(data, prefix: str = ""):
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``."""
+    out = {}
+    for key, value in (data or {}).items():
+        if isinstance(value, dict) and value:
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _record_configuration(options: RunOptions, run_dir: str, log) -> None:
+    """Rewrites a resumed run's configuration.yaml with the settings it now trains with
+    (as ML-Agents does on every start) and names the settings that changed. Called only
+    once the resume's checks have passed: a refused resume leaves the file as it was."""
+    import yaml
+    path = os.path.join(run_dir, CONFIG_FILE)
+    text = options.to_yaml()
+    try:
+        with open(path) as f:
+            before = _flat(yaml.safe_load(f))
+    except (OSError, yaml.YAMLError):
+        before = None  # unreadable: replaced below, nothing to compare with
+    try:
+        write_atomically(path, text)
+    except OSError as error:
+        raise _unwritable(error, run_dir) from None
+    if before is None:
+        return
+    after = _flat(yaml.safe_load(text))
+    # How this start was asked for (--resume itself), not how the run trains.
+    changed = [f"{key} {before.get(key)} -> {after.get(key)}"
+               for key in sorted(set(before) | set(after))
+               if before.get(key) != after.get(key) and not key.startswith("checkpoint_settings.")]
+    if changed:
+        log(f"[INFO] {CONFIG_FILE} updated for this resume: {', '.join(changed[:8])}"
+            f"{', ...' if len(changed) > 8 else ''}")
 
 
 def _connect_imitation(env, trainers, managers) -> None:

@@ -14,6 +14,7 @@ import tftrainers.runner as runner
 from tftrainers.checkpoint import Checkpointer, CheckpointError
 from tftrainers.cli import evaluate_main, learn_main
 from tftrainers.envs import make
+from tftrainers.settings import load_run_options
 from tftrainers.trainers.finite import NonFiniteUpdateError
 
 from .helpers import drive, make_trainer, trainer_settings, variables
@@ -327,3 +328,21 @@ def test_a_deleted_index_reads_the_checkpoint_folders_and_a_resume_indexes_them_
     # None of the folders was taken for a leftover; the next save pruned nothing.
     assert steps_of(run)[:3] == steps and len(steps_of(run)) == 4 and steps_of(run)[3] >= 680
 
+
+def test_a_resume_records_the_settings_it_trains_with_and_a_refused_one_changes_nothing(
+        finished, tmp_path, capsys, one_line_error):
+    run = copy_of(finished, tmp_path)
+    recorded = (run / "configuration.yaml").read_text()
+    results = str(run.parent)
+    wider = write_config(tmp_path, CONFIG.replace("hidden_units: 8", "hidden_units: 64")
+                         .replace("max_steps: 600", "max_steps: 680"), "w.yaml")
+    err = one_line_error(learn_main, [wider, "--run-id", "r", "--results-dir", results,
+                                      "--resume"])
+    assert "network_settings.hidden_units: the checkpoint has 8, the config has 64" in err
+    assert (run / "configuration.yaml").read_text() == recorded
+    longer = write_config(tmp_path, CONFIG.replace("max_steps: 600", "max_steps: 680"))
+    assert learn_main([longer, "--run-id", "r", "--results-dir", results, "--resume"]) == 0
+    assert "[INFO] configuration.yaml updated for this resume: behaviors.Basic.max_steps " \
+           "600 -> 680" in capsys.readouterr().out.splitlines()
+    assert load_run_options(str(run / "configuration.yaml")).settings_for("Basic").max_steps \
+        == 680 <= steps_of(run)[-1]
