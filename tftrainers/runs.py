@@ -128,8 +128,9 @@ def settings_difference(recorded, current, reward_networks: bool = True) -> Opti
     shapes than ``recorded`` did, in words, or None.
 
     Args:
-        reward_networks: compare the networks of learned reward signals too (a resume
-            restores them; ``--initialize-from`` copies the policy only).
+        reward_networks: compare the critic's kind (``shared_critic``) and the networks of
+            learned reward signals too (a resume restores them; ``--initialize-from``
+            copies the policy only).
     """
     found = _first_difference(_network_shape(recorded.network_settings),
                               _network_shape(current.network_settings), "network_settings")
@@ -140,6 +141,13 @@ def settings_difference(recorded, current, reward_networks: bool = True) -> Opti
         return (f"reward_signals: the checkpoint has {', '.join(recorded.reward_signals)}, "
                 f"the config has {', '.join(current.reward_signals)}")
     if reward_networks:
+        # A shared critic has no body of its own: the critic a checkpoint holds and the one
+        # the config builds would differ in what they are, not only in shape.
+        shared = [bool(getattr(s.hyperparameters, "shared_critic", False))
+                  for s in (recorded, current)]
+        if shared[0] != shared[1]:
+            return (f"hyperparameters.shared_critic: the checkpoint has {_show(shared[0])}, "
+                    f"the config has {_show(shared[1])}")
         for name, signal in recorded.reward_signals.items():
             if name == "extrinsic":
                 continue  # no network of its own
@@ -228,7 +236,11 @@ def load_policy(run_dir: str, behavior: str, spec: Optional[BehaviorSpec] = None
     policy = Policy(trained, settings.network_settings, seed=seed, deterministic=deterministic)
     trackables = dict(policy.trackables())
     critic = None
-    if with_critic and settings.trainer_type == "ppo":
+    if with_critic and settings.trainer_type == "ppo" and settings.hyperparameters.shared_critic:
+        from tftrainers.networks import SharedCritic
+        critic = SharedCritic(policy.actor.body, list(settings.reward_signals))
+        trackables["critic"] = critic
+    elif with_critic and settings.trainer_type == "ppo":
         from tftrainers.networks import Critic
         ns = settings.network_settings
         critic = Critic(trained.observation_specs, list(settings.reward_signals),

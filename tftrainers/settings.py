@@ -186,7 +186,10 @@ class _OnPolicyHyperparameters(_Settings):
 class PPOSettings(_OnPolicyHyperparameters):
     """PPO hyperparameters (``trainer_type: ppo``)."""
 
-    shared_critic: bool = _opt("Share the network body between policy and value heads.", False)
+    shared_critic: bool = _opt(
+        "Value heads on the policy's network body (encoders, hidden layers and memory) instead "
+        "of a critic with its own body; the value loss then trains that body too. The export "
+        "is the same; a run cannot resume with this changed.", False)
 
 
 @dataclass(kw_only=True)

@@ -7,7 +7,8 @@ Usage::
     values, _ = critic(obs_list)          # {"extrinsic": [B], "curiosity": [B]}
 
 The PPO critic has its own body (ML-Agents' default, non-shared critic), so it keeps its
-own normalizer; update it together with the policy's (``update_normalization``).
+own normalizer; update it together with the policy's (``update_normalization``). With
+``shared_critic: true`` the critic is ``SharedCritic``: value heads on the policy's body.
 """
 from __future__ import annotations
 
@@ -122,6 +123,76 @@ class Critic(keras.Model):
     def update_normalization(self, obs: Sequence[tf.Tensor]) -> None:
         """See ``NetworkBody.update_normalization``."""
         self.body.update_normalization(obs)
+
+
+class _Borrowed:
+    """Holds a layer another model owns. A plain object: neither Keras nor tf.train sees
+    through it, so the layer's variables are listed, checkpointed and trained once, under
+    their owner."""
+
+    def __init__(self, layer):
+        self.layer = layer
+
+
+class SharedCritic(keras.Model):
+    """Value heads on the policy's own ``NetworkBody`` (PPO ``shared_critic: true``, ML-Agents'
+    ``SharedActorCritic``): the critic has no body of its own, so the value loss trains the
+    body the actions are computed from.
+
+    Its variables are the value heads only; the body stays the policy's (its variables,
+    normalizer and checkpoint entry). Same interface as ``Critic``; with memory it runs the
+    body's LSTM from its own state (the critic's memory), as ML-Agents does.
+
+    Usage::
+
+        critic = SharedCritic(policy.actor.body, ["extrinsic"])
+        values, _ = critic(obs_list)                 # {"extrinsic": [B]}
+        values = critic.value_heads(encoding)        # from an encoding the actor computed
+
+    Args:
+        body: the policy network's body.
+        stream_names: reward streams to estimate a value for.
+    """
+
+    def __init__(self, body: NetworkBody, stream_names: Sequence[str],
+                 name: str | None = "critic", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self._body = _Borrowed(body)
+        self.value_heads = ValueHeads(stream_names, body.encoding_size, name="value_heads")
+        self.built = True
+
+    @property
+    def body(self) -> NetworkBody:
+        return self._body.layer
+
+    @property
+    def stream_names(self) -> Tuple[str, ...]:
+        return self.value_heads.stream_names
+
+    @property
+    def memory_size(self) -> int:
+        return self.body.memory_size
+
+    @property
+    def state_size(self) -> int:
+        """Width of the recurrent state stored per step for the update (0 without memory)."""
+        return self.memory_size
+
+    def call(self, obs: Sequence[tf.Tensor], memory: Optional[tf.Tensor] = None,
+             sequence_length: int = 1) -> Tuple[Dict[str, tf.Tensor], Optional[tf.Tensor]]:
+        """Value estimates; arguments and results as ``Critic.call``."""
+        encoding, new_memory = self.body(obs, memory=memory, sequence_length=sequence_length)
+        return self.value_heads(encoding), new_memory
+
+    def trace(self, obs: Sequence[tf.Tensor], memory: tf.Tensor,
+              steps: int) -> Tuple[Dict[str, tf.Tensor], tf.Tensor]:
+        """Values of whole trajectories through the body's LSTM; as ``Critic.trace``."""
+        return traced_values(self.value_heads, self.body.lstm_cell, self.body.features(obs),
+                             memory, steps)
+
+    def update_normalization(self, obs: Sequence[tf.Tensor]) -> None:
+        """Nothing: the normalizer is the policy's, updated with the policy (updating it here
+        too would count every observation twice)."""
 
 
 def traced_values(heads: ValueHeads, cell: keras.layers.LSTMCell, x: tf.Tensor,

@@ -54,9 +54,6 @@ class OnPolicyTrainer(Trainer):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         settings = self.settings
-        if getattr(settings.hyperparameters, "shared_critic", False):
-            raise ConfigError(f"behaviors.{self.behavior_name}.hyperparameters.shared_critic: "
-                              f"true is not available in this version; allowed: false")
         unavailable = [n for n in settings.reward_signals if n not in REWARD_PROVIDERS]
         if unavailable:  # in the schema, not trainable by this version
             raise ConfigError(f"behaviors.{self.behavior_name}.reward_signals.{unavailable[0]}: "

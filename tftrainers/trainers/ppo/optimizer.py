@@ -19,6 +19,12 @@ has its own LSTM, as ML-Agents': its state is carried through each agent's traje
 (``critic_values``), stored at every step for the update, and the bootstrap value of a cut
 trajectory is taken with the state after its last step.
 
+With ``shared_critic: true`` (ML-Agents' ``SharedActorCritic``) the critic is value heads on
+the policy's body (``networks.SharedCritic``): the one loss above, through the one Adam,
+trains the body from the value term too. Without memory a minibatch's observations go
+through the body once for both heads; with memory the value reads the body's LSTM from the
+critic's own stored state, as ML-Agents'.
+
 One compiled call runs a whole update: the buffer goes in once (padded to a power-of-two
 capacity, so XLA compiles once per capacity rather than per buffer length) with a fixed-
 shape matrix of minibatch indices (``num_epoch`` shuffled passes, whole sequences for
@@ -38,7 +44,7 @@ import tensorflow as tf
 
 from tftrainers.acting import OnnxRunner, bucket, pad_rows
 from tftrainers.envs.agent_rows import AgentMemories
-from tftrainers.networks import Actions, Critic
+from tftrainers.networks import Actions, Critic, SharedCritic
 from tftrainers.processing import (AgentBuffer, BufferKey, StreamField, Trajectory,
                                    next_obs_key, obs_key, stream_key)
 from tftrainers.rewards import RewardBatch, create_reward_providers, masked_mean
@@ -140,6 +146,8 @@ class PPOOptimizer:
         self.streams = tuple(self.reward_providers)
         ns = settings.network_settings
         self.memory_size = policy.memory_size  # the critic's own LSTM, as the actor's
+        # POCA's hyperparameters have no such key: its critic is always its own.
+        self.shared_critic = bool(getattr(hyperparameters, "shared_critic", False))
         self.critic = self.create_critic()
         # The critic's recurrent state stored at every step for the update (PPO: its LSTM's;
         # POCA: the value's and the baseline's), carried per agent across trajectories.
@@ -158,6 +166,11 @@ class PPOOptimizer:
         # the acting side and the critic's runner take them without a read of their own.
         self._published = policy.variables + list(self.critic.variables)
         self._actor_size = sum(int(np.prod(v.shape)) for v in policy.variables)
+        # What the critic's values read: the published vector from _critic_offset on (a
+        # shared critic reads the actor's body as well as its heads, so all of it).
+        self._critic_variables = (self._published if self.shared_critic
+                                  else list(self.critic.variables))
+        self._critic_offset = 0 if self.shared_critic else self._actor_size
         self.actor_weights: Optional[np.ndarray] = None  # set by each update
         # Everything an update changes: restored in the graph if the update is not finite.
         self._guard = FiniteGuard(list(self.variables) + list(self.optimizer.variables) + [
@@ -186,7 +199,10 @@ class PPOOptimizer:
     LOSS_STAT_NAMES = ("Losses/Policy Loss", "Losses/Value Loss", "Policy/Update Entropy")
 
     def create_critic(self):
-        """The algorithm's critic (PPO: a ``Critic`` with its own body)."""
+        """The algorithm's critic (PPO: a ``Critic`` with its own body, or with
+        ``shared_critic`` value heads on the policy's body)."""
+        if self.shared_critic:
+            return SharedCritic(self.policy.actor.body, self.streams)
         ns = self.settings.network_settings
         return Critic(self.policy.spec.observation_specs, self.streams, ns.hidden_units,
                       ns.num_layers, ns.normalize, ns.vis_encode_type,
@@ -219,7 +235,7 @@ class PPOOptimizer:
         spec, f32 = self.policy.spec, tf.float32
         # Critic values, once per update over whole trajectories.
         self._critic_runner: Optional[OnnxRunner] = None
-        self._read_critic = flat_values(self.critic.variables)
+        self._read_critic = flat_values(self._critic_variables)
         if self.memory_size:
             self._trace_fn = CompiledFunction(self._trace, [
                 obs_signature(spec), tf.TensorSpec([None, self.critic_state_size], f32),
@@ -230,7 +246,7 @@ class PPOOptimizer:
                 try:
                     self._critic_runner = OnnxRunner(
                         convert_to_onnx(self._values_packed, sum(self._obs_sizes),
-                                        self.critic.variables), self._read_critic())
+                                        self._critic_variables), self._read_critic())
                 except (ImportError, OnnxExportError):
                     self._critic_runner = None  # TensorFlow computes them instead
             # Values are computed once per update for many trajectories: not worth an XLA
@@ -330,13 +346,18 @@ class PPOOptimizer:
         # reading them in a call of their own costs more than the copy.
         return stats, self.optimizer.flat_values(self._published), finite
 
-    def actor_terms(self, batch: PPOBatch, epsilon: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
-        """The clipped policy loss and the mean entropy of a minibatch (in a tape)."""
-        memory = batch.memory if self.policy.memory_size else None
-        evaluation = self.policy.actor.evaluate(
-            list(batch.obs), batch.action_mask,
-            Actions(batch.continuous_action, batch.discrete_action), memory,
-            self.sequence_length)
+    def actor_terms(self, batch: PPOBatch, epsilon: tf.Tensor,
+                    encoding: Optional[tf.Tensor] = None) -> Tuple[tf.Tensor, tf.Tensor]:
+        """The clipped policy loss and the mean entropy of a minibatch (in a tape);
+        ``encoding``: the body's encoding of ``batch.obs`` if already computed."""
+        actions = Actions(batch.continuous_action, batch.discrete_action)
+        if encoding is not None:
+            evaluation = self.policy.actor.action_model.evaluate(encoding, batch.action_mask,
+                                                                 actions)
+        else:
+            memory = batch.memory if self.policy.memory_size else None
+            evaluation = self.policy.actor.evaluate(list(batch.obs), batch.action_mask,
+                                                    actions, memory, self.sequence_length)
         log_probs = tf.concat([evaluation.log_probs_continuous,
                                evaluation.log_probs_discrete], axis=1)
         p_loss = policy_loss(log_probs, batch.old_log_probs, batch.advantages, epsilon,
@@ -348,9 +369,15 @@ class PPOOptimizer:
         critic = self.critic
         critic_memory = batch.critic_memory if self.memory_size else None
         with tf.GradientTape() as tape:
-            p_loss, entropy = self.actor_terms(batch, epsilon)
-            values, _ = critic(list(batch.obs), memory=critic_memory,
-                               sequence_length=self.sequence_length)
+            if self.shared_critic and not self.memory_size:
+                # One pass through the shared body feeds the action and the value heads.
+                encoding, _ = self.policy.actor.body(list(batch.obs))
+                p_loss, entropy = self.actor_terms(batch, epsilon, encoding)
+                values = critic.value_heads(encoding)
+            else:
+                p_loss, entropy = self.actor_terms(batch, epsilon)
+                values, _ = critic(list(batch.obs), memory=critic_memory,
+                                   sequence_length=self.sequence_length)
             values = [values[name] for name in self.streams]
             v_loss = value_loss(values, batch.old_values, batch.returns, epsilon,
                                 batch.loss_mask, clip=self.hp.clip_value)
@@ -388,7 +415,7 @@ class PPOOptimizer:
         weights = weights.numpy()
         self.actor_weights = weights[:self._actor_size]
         if self._critic_runner is not None:
-            self._critic_runner.set_weights(weights[self._actor_size:])
+            self._critic_runner.set_weights(weights[self._critic_offset:])
             self._critic_stale = False
         stats.update({"Policy/Learning Rate": values["learning_rate"],
                       "Policy/Beta": values["beta"], "Policy/Epsilon": values["epsilon"]})
