@@ -26,7 +26,8 @@ def test_policy_loss_known_answer():
     r1, r2 = np.exp(0.5), np.exp(-0.5)
     step1 = min(r1 * 2, 1.2 * 2) + min(r2 * 2, 0.8 * 2)  # = 2.4 + 1.2131
     step2 = -1.0 + -1.0
-    assert loss == pytest.approx(-(step1 + step2) / 2, rel=1e-5)
+    # ML-Agents' masked mean runs over the steps and the dimensions: 4 terms here.
+    assert loss == pytest.approx(-(step1 + step2) / 4, rel=1e-5)
 
 
 def test_policy_loss_negative_advantage_takes_the_pessimistic_side():

@@ -7,7 +7,7 @@
 
 Loss terms, as in ML-Agents (torch ``ppo/optimizer_torch.py``):
     ratio_d   = exp(log pi(a_d|s) - log pi_old(a_d|s))    per action dimension / branch d
-    L_policy  = -masked_mean_t( sum_d min(ratio_d A_t, clip(ratio_d, 1-eps, 1+eps) A_t) )
+    L_policy  = -masked_mean_t( mean_d min(ratio_d A_t, clip(ratio_d, 1-eps, 1+eps) A_t) )
     L_value   = mean_streams masked_mean_t( max((G_t - V_t)^2, (G_t - V_clip_t)^2) ),
                 V_clip = V_old + clip(V - V_old, -eps, eps)
     loss      = L_policy + 0.5 L_value - beta * masked_mean_t(entropy_t)
@@ -95,11 +95,17 @@ class PPOBatch(NamedTuple):
 
 def policy_loss(log_probs: tf.Tensor, old_log_probs: tf.Tensor, advantages: tf.Tensor,
                 epsilon: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
-    """Clipped surrogate, ratio per action dimension/branch ([B, d]); summed over d."""
+    """Clipped surrogate, ratio per action dimension/branch ([B, d]); averaged over d.
+
+    ML-Agents' ``trust_region_policy_loss`` takes its masked mean over steps *and* the d
+    columns. A sum over d would weigh the policy term d times against the entropy bonus:
+    with 2 continuous dimensions and a branch, beta would act as beta / 3, and a dimension
+    that ended up ignoring the goal stayed stuck on more seeds (docs/experiments/
+    2026-11-25-regression-tasks.md)."""
     ratio = tf.exp(log_probs - old_log_probs)
     adv = advantages[:, None]
     surrogate = tf.minimum(ratio * adv, tf.clip_by_value(ratio, 1.0 - epsilon, 1.0 + epsilon) * adv)
-    return -masked_mean(tf.reduce_sum(surrogate, axis=1), mask)
+    return -masked_mean(tf.reduce_mean(surrogate, axis=1), mask)
 
 
 def value_loss(values: Sequence[tf.Tensor], old_values: Sequence[tf.Tensor],
