@@ -167,3 +167,11 @@ def test_the_readme_starts_with_the_two_commands_ci_runs():
     assert len(commands) == 2
     assert "pip install" in commands[0] and "tftrainers-learn" in commands[0]
     assert "pip install" in commands[1] and "pytest" in commands[1]
+
+
+def test_the_readme_links_point_at_files_that_exist():
+    """The README is not built by MkDocs, so its links into docs/ are checked here."""
+    text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    missing = [target for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+               if "://" not in target and not os.path.exists(os.path.join(ROOT, target))]
+    assert not missing, missing

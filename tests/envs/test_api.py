@@ -139,7 +139,8 @@ def test_checker_reports_violations(flaw, message):
 @pytest.mark.parametrize("convention", ["none", "both"])
 def test_checker_passes_a_correct_env(convention):
     # "both": agent 1 ends and restarts at every step, listed in terminal and decision
-    # steps with the same id as Unity reports it; an accepted convention (DESIGN §4).
+    # steps with the same id as Unity reports it; an accepted convention
+    # (docs/dev/architecture.md#env-api).
     report = check_env(BrokenEnv(convention), n_steps=5)["B"]
     assert report["decisions"] == 12 and report["episodes"] == (6 if convention == "both" else 0)
 

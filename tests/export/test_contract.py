@@ -1,4 +1,5 @@
-"""Every name, shape, dtype and constant of DESIGN §7, in the ONNX file and the SavedModel."""
+"""Every name, shape, dtype and constant of docs/dev/architecture.md#export-contract, in the ONNX
+file and the SavedModel."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
-"""The Keras actor, the ONNX file and the SavedModel act alike (DESIGN §7: 1e-5)."""
+"""The Keras actor, the ONNX file and the SavedModel act alike
+(docs/dev/architecture.md#export-contract: 1e-5)."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
-"""Reading .demo files: files built byte by byte from DESIGN §10 (protobuf wire format written
+"""Reading .demo files: files built byte by byte from docs/dev/architecture.md#demo-format
+(protobuf wire format written
 here by hand, not with our writer or message classes), old files, folders, and every error."""
 import io
 import struct

@@ -1,6 +1,7 @@
 """Steps as Unity reports them, through AgentProcessor, with hand-computed trajectories.
 
-Unity's convention (DESIGN §4): an agent whose episode ends and whose next one begins in
+Unity's convention (docs/dev/architecture.md#env-api): an agent whose episode ends and whose next
+one begins in
 the same step is in that step's terminal AND decision steps with the same id; members of
 a group that finished early come back, with their old ids, in the decision steps of the
 step their group ends; the group reward arrives with the last member's terminal step.

@@ -216,7 +216,8 @@ class GroupLineEnv(BaseEnv):
       the terminal and the decision steps of one step, with one id);
     - ``final_rewards`` lists the final reward of every member that finished, in order.
 
-    ``unity_steps=False`` reports the way our built-in group envs do instead (DESIGN §4): the
+    ``unity_steps=False`` reports the way our built-in group envs do instead
+    (docs/dev/architecture.md#env-api): the
     group's members that ended sit out one step before the new episode's first decision.
     ML-Agents' env has a quirk we do not copy: after a group restarts mid-loop, members
     later in its loop act a second time in that step.

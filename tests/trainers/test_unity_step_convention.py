@@ -1,4 +1,5 @@
-"""Every trainer on Unity's step convention (env arg ``unity_steps=true``; DESIGN §4): an
+"""Every trainer on Unity's step convention (env arg ``unity_steps=true``;
+docs/dev/architecture.md#env-api): an
 agent that ends restarts in the same step, listed in its terminal and decision steps with
 the same id, and group members that left early come back in the step their group ends.
 The built-ins' default convention (a finished agent sits out a step) is what the other

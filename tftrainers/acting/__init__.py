@@ -1,4 +1,5 @@
-"""The acting side (DESIGN §3): per behavior an AgentManager (AgentProcessor + acting policy +
+"""The acting side (docs/dev/architecture.md#acting-and-learning): per behavior an AgentManager
+(AgentProcessor + acting policy +
 agent memories) turns env steps into trajectories on a queue and takes the learner's weights
 back as a flat vector with a version. No TensorFlow here, so acting can run anywhere.
 """

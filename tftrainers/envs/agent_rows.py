@@ -83,7 +83,8 @@ class AgentMemories:
 class EpisodesUnderWay:
     """Which agents of a decision step go on with an episode under way, step after step.
 
-    The env API accepts two step conventions (DESIGN §4): an agent that ended may sit out
+    The env API accepts two step conventions (docs/dev/architecture.md#env-api): an agent that
+    ended may sit out
     a step before its next episode, or (as Unity reports it) be in the terminal AND
     decision steps of the same step, and group members that left early come back in the
     step their group ends. Either way, a decision continues an episode only if the agent

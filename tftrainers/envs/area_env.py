@@ -14,7 +14,8 @@ This class owns everything else: step limits (``interrupted``), autoreset of age
 episode ended, validation of actions, and building Decision/TerminalSteps. Agent ids are
 stable row numbers.
 
-Two step conventions, both accepted by every consumer of the env API (DESIGN §4): by
+Two step conventions, both accepted by every consumer of the env API
+(docs/dev/architecture.md#env-api): by
 default an agent whose episode ended sits out the next step, then asks for its first
 decision of the new episode (reward 0). Env arg ``unity_steps=true`` reports steps as Unity
 does: the agent restarts at once and is in the terminal AND decision steps of the step it
@@ -328,7 +329,7 @@ def parse_env_args(env_name: str, given: Mapping[str, Any],
 class GroupAreaEnv(AreaEnv):
     """Areas whose agents form one group each (MA-POCA's groups), vectorised over areas.
 
-    The group rules of the env API (DESIGN §4), which ``check_env`` checks:
+    The group rules of the env API (docs/dev/architecture.md#env-api), which ``check_env`` checks:
 
     - every member of area ``a`` has ``group_id`` ``a + 1``: nonzero, unique per area and
       the same across its episodes, like a Unity ``SimpleMultiAgentGroup``;

@@ -5,7 +5,8 @@ Like Stable-Baselines3's env checker, for the ML-Agents-shaped API::
     from tftrainers.envs import make, check_env
     report = check_env(make("builtin:GridWorld"))   # raises EnvCheckError listing problems
 
-Agents with a nonzero ``group_id`` are held to the group rules (DESIGN §4): the group
+Agents with a nonzero ``group_id`` are held to the group rules (docs/dev/architecture.md#env-api):
+the group
 reward is the same for every member present in a step; an agent keeps its group within
 an episode; a member that leaves before its group stays absent until the group's
 episode ends; and a group's episode ends with terminal steps for every member that was

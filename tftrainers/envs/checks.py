@@ -1,4 +1,5 @@
-"""Checks at the boundary where environment data enters training (DESIGN §9).
+"""Checks at the boundary where environment data enters training
+(docs/dev/architecture.md#boundary-checks).
 
     decision_steps, terminal_steps = env.get_steps(name)
     check_steps(name, spec, decision_steps, terminal_steps)   # EnvDataError: one line

@@ -1,5 +1,6 @@
 """Deployment formats of a trained policy: ONNX (Unity ML-Agents, model version 3) and
-SavedModel (TF Serving), both following DESIGN §7's contract; and policies that run them.
+SavedModel (TF Serving), both following the contract of docs/dev/architecture.md#export-contract;
+and policies that run them.
 
     export_onnx(policy, "Ball3D.onnx")                          # opset DEFAULT_OPSET
     export_savedmodel(policy, "serving/Ball3D", version=1)      # serving/Ball3D/1/

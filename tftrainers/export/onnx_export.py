@@ -43,7 +43,8 @@ def policy_to_onnx(policy, opset: int = DEFAULT_OPSET) -> onnx.ModelProto:
 
 
 def export_onnx(policy, path: str, opset: int = DEFAULT_OPSET) -> str:
-    """Writes a ``Policy``'s actor as an ONNX model following DESIGN §7.
+    """Writes a ``Policy``'s actor as an ONNX model following
+    docs/dev/architecture.md#export-contract.
 
     Inputs ``obs_i`` ([B, size] or [B, C, H, W] float32), ``action_masks`` [B, sum(branches)]
     (1 = allowed; discrete only), ``recurrent_in`` [B, 1, memory_size] (memory only).

@@ -1,4 +1,5 @@
-"""The exported inference function: DESIGN §7's contract as one ``tf.function``.
+"""The exported inference function: the contract of docs/dev/architecture.md#export-contract as one
+``tf.function``.
 
 Both exporters (ONNX and SavedModel) trace this one function, so the two files have the
 same inputs, outputs, dtypes and numbers::

@@ -225,7 +225,8 @@ class POCACritic(keras.Model):
     seen, a non-trainable weight), ``num_layers`` Dense + swish layers, with memory an
     LSTM (``memory_size // 2`` units, on the pooled encoding, as ML-Agents'
     ``MultiAgentNetworkBody``), and the same ``ValueHeads``: value and baseline share one
-    head per reward stream and the LSTM's weights (DESIGN §8), but not its state: V and
+    head per reward stream and the LSTM's weights (docs/dev/architecture.md#algorithm-facts), but
+    not its state: V and
     each b_i carry their own memory.
 
     Usage::

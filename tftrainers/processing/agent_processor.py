@@ -25,7 +25,8 @@ Trajectories are emitted when an agent has ``time_horizon`` steps (``next_obs`` 
 current observation, which also starts its next trajectory) or when its episode ends
 (``next_obs`` is the terminal observation; ``done`` unless ``interrupted``).
 
-Groups (MA-POCA; DESIGN §4 and §8): once agents report a nonzero ``group_id``, every step
+Groups (MA-POCA; docs/dev/architecture.md#env-api, #algorithm-facts): once agents report a nonzero
+``group_id``, every step
 also records, when the actions arrive, the teammates that decided in the same call (their
 observations and actions, copied so they outlive the teammates' own trajectories), and
 when the rewards arrive, the sum of the teammates' own rewards (those reported in the same
@@ -35,7 +36,8 @@ with it (``group_done``): a member that left early (died) ends ``done`` while it
 goes on, and its returns bootstrap from the group's later value. ``EpisodeStats`` say
 which episodes ended their group's (``Environment/Group Cumulative Reward``).
 
-Both step conventions of the env API (DESIGN §4) take the same path, with no mode to set:
+Both step conventions of the env API (docs/dev/architecture.md#env-api) take the same path, with no
+mode to set:
 an agent that ended may sit out a step before its next episode (the built-ins' default),
 or, as Unity reports it, be in the terminal AND decision steps of one call with the same
 id. Terminal steps are processed first, so the old trajectory closes (with the terminal

@@ -1,6 +1,7 @@
 """The protobuf messages of Unity ML-Agents' ``.demo`` files (package ``communicator_objects``).
 
-Our own definitions with ML-Agents' field numbers (DESIGN §10), built at import from a
+Our own definitions with ML-Agents' field numbers (docs/dev/architecture.md#demo-format), built at
+import from a
 ``FileDescriptorProto`` with the protobuf runtime that ships with TensorFlow: no ``protoc``
 at install time and no ``mlagents-envs`` dependency. They live in a private descriptor pool,
 so they never clash with ML-Agents' generated classes if both are imported in one process.

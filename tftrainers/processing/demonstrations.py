@@ -5,7 +5,8 @@
     demos.discrete_actions    # [N, 1] int32
     demos.check_against(spec, "GridWorld")   # one-line DemonstrationError on a mismatch
 
-The format (DESIGN §10): a varint-length-delimited ``DemonstrationMetaProto`` at offset 0 in a
+The format (docs/dev/architecture.md#demo-format): a varint-length-delimited
+``DemonstrationMetaProto`` at offset 0 in a
 32-byte header region, ``BrainParametersProto`` at offset 33, then ``number_steps`` records of
 ``AgentInfoActionPairProto``; Unity leaves trailing bytes after them (a copy of the meta),
 so reading stops after ``number_steps`` records.
@@ -722,7 +723,8 @@ class DemonstrationWriter:
             writer.write_episode(records)   # one agent's whole episode, record by record
         # closed: the header holds number_steps, number_episodes and mean_reward
 
-    Every field of DESIGN §10 is written: the meta header (api_version 1) in the 32-byte
+    Every field of docs/dev/architecture.md#demo-format is written: the meta header (api_version 1)
+    in the 32-byte
     header region, ``BrainParametersProto`` with the action spec and the deprecated action
     fields (size and space type, for files of one action type), and per record the agent
     info (reward, done, max_step_reached, id, action mask, observations, group id and

@@ -68,7 +68,7 @@ class Trajectory:
         group_done: the agent's group's episode ended with this trajectory (True for an
             agent without a group whose episode ended). An agent that leaves before its
             group (dies) has ``done`` but not ``group_done``: its returns bootstrap from
-            the group's value after it left (DESIGN §8).
+            the group's value after it left (docs/dev/architecture.md#algorithm-facts).
     """
 
     obs: List[np.ndarray]

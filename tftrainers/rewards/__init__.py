@@ -1,4 +1,4 @@
-"""Reward providers: one reward stream each (DESIGN §8).
+"""Reward providers: one reward stream each (docs/dev/architecture.md#algorithm-facts).
 
 - ``extrinsic``: the environment's reward.
 - ``curiosity``: ICM forward-model error (own encoder, inverse and forward models, Adam).

@@ -176,7 +176,8 @@ class GAILRewardProvider(RewardProvider):
     stat_name = "GAIL"
     # GAIL pays every step, so a stream that stops at episode ends would pay the policy for
     # long episodes (the survival bias of positive imitation rewards); it bootstraps
-    # through them instead, as curiosity and RND do (DESIGN §8). ML-Agents stops it at ends;
+    # through them instead, as curiosity and RND do (docs/dev/architecture.md#algorithm-facts).
+    # ML-Agents stops it at ends;
     # on GridWorld with GAIL alone that made the policies wander until the step cut (README).
     ignore_done = True
 

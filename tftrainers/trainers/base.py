@@ -1,4 +1,5 @@
-"""Trainer: one behavior's learner, fed by the acting side's queue (DESIGN §3).
+"""Trainer: one behavior's learner, fed by the acting side's queue
+(docs/dev/architecture.md#acting-and-learning).
 
     trainer = create_trainer("Ball3D", spec, settings, run_dir, seed=0, writers=writers)
     manager = trainer.create_agent_manager(env)   # acting side: AgentProcessor + actor

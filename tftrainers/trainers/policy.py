@@ -5,7 +5,8 @@
     ...optimizer updates policy.actor's variables...
     actor.set_weights(WeightUpdate(version, policy.flat_weights()))
 
-The policy is what export needs (DESIGN §3): the critic and the reward providers belong to
+The policy is what export needs (docs/dev/architecture.md#acting-and-learning): the critic and the
+reward providers belong to
 the optimizer. Acting runs the packed act graph (``acting.ActLayout``): converted once to
 ONNX with the actor's variables as inputs and run by onnxruntime on the acting side, which
 then needs no TensorFlow and takes the learner's weights as one flat vector

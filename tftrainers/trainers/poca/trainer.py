@@ -1,6 +1,7 @@
 """POCATrainer: MA-POCA (Cohen et al. 2021) on the OnPolicyTrainer base.
 
-Per update, for every drained trajectory (DESIGN §8, ML-Agents' ``poca/trainer.py``):
+Per update, for every drained trajectory (docs/dev/architecture.md#algorithm-facts, ML-Agents'
+``poca/trainer.py``):
 
 - each step's extrinsic reward is the agent's own reward + its teammates' own rewards +
   the group reward (other streams, e.g. curiosity or RND, score the agent's own steps);

@@ -14,7 +14,8 @@ Loss terms, as in ML-Agents (torch ``ppo/optimizer_torch.py``):
 ``masked_mean_t`` averages over real steps (sequence padding has mask 0).
 
 The critic (one value head per reward stream) and the reward providers belong to the
-optimizer (DESIGN §3); the policy is the actor. With ``network_settings.memory`` the critic
+optimizer (docs/dev/architecture.md#acting-and-learning); the policy is the actor. With
+``network_settings.memory`` the critic
 has its own LSTM, as ML-Agents': its state is carried through each agent's trajectories
 (``critic_values``), stored at every step for the update, and the bootstrap value of a cut
 trajectory is taken with the state after its last step.
