@@ -175,3 +175,19 @@ def test_the_readme_links_point_at_files_that_exist():
     missing = [target for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
                if "://" not in target and not os.path.exists(os.path.join(ROOT, target))]
     assert not missing, missing
+
+
+def test_every_architecture_anchor_the_code_cites_exists():
+    """Code cites the architecture page by its anchors; each must be a heading's id."""
+    page = open(os.path.join(DOCS, "dev", "architecture.md"), encoding="utf-8").read()
+    anchors = set(re.findall(r"\{#([\w-]+)\}", page))
+    cited = {}
+    for folder in ("tftrainers", "tests", "configs", "benchmarks"):
+        for path in glob.glob(os.path.join(ROOT, folder, "**", "*.*"), recursive=True):
+            if not path.endswith((".py", ".yaml")):
+                continue
+            for anchor in re.findall(r"architecture\.md#([\w-]+)",
+                                     open(path, encoding="utf-8").read()):
+                cited.setdefault(anchor, os.path.relpath(path, ROOT))
+    missing = {a: where for a, where in cited.items() if a not in anchors}
+    assert cited and not missing, missing
