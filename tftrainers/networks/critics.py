@@ -134,7 +134,7 @@ class _Borrowed:
         self.layer = layer
 
 
-class SharedCritic(keras.Model):
+class SharedCritic(Critic):
     """Value heads on the policy's own ``NetworkBody`` (PPO ``shared_critic: true``, ML-Agents'
     ``SharedActorCritic``): the critic has no body of its own, so the value loss trains the
     body the actions are computed from.
@@ -156,7 +156,8 @@ class SharedCritic(keras.Model):
 
     def __init__(self, body: NetworkBody, stream_names: Sequence[str],
                  name: str | None = "critic", **kwargs):
-        super().__init__(name=name, **kwargs)
+        # Not Critic.__init__: that builds a body of its own.
+        keras.Model.__init__(self, name=name, **kwargs)
         self._body = _Borrowed(body)
         self.value_heads = ValueHeads(stream_names, body.encoding_size, name="value_heads")
         self.built = True
@@ -164,31 +165,6 @@ class SharedCritic(keras.Model):
     @property
     def body(self) -> NetworkBody:
         return self._body.layer
-
-    @property
-    def stream_names(self) -> Tuple[str, ...]:
-        return self.value_heads.stream_names
-
-    @property
-    def memory_size(self) -> int:
-        return self.body.memory_size
-
-    @property
-    def state_size(self) -> int:
-        """Width of the recurrent state stored per step for the update (0 without memory)."""
-        return self.memory_size
-
-    def call(self, obs: Sequence[tf.Tensor], memory: Optional[tf.Tensor] = None,
-             sequence_length: int = 1) -> Tuple[Dict[str, tf.Tensor], Optional[tf.Tensor]]:
-        """Value estimates; arguments and results as ``Critic.call``."""
-        encoding, new_memory = self.body(obs, memory=memory, sequence_length=sequence_length)
-        return self.value_heads(encoding), new_memory
-
-    def trace(self, obs: Sequence[tf.Tensor], memory: tf.Tensor,
-              steps: int) -> Tuple[Dict[str, tf.Tensor], tf.Tensor]:
-        """Values of whole trajectories through the body's LSTM; as ``Critic.trace``."""
-        return traced_values(self.value_heads, self.body.lstm_cell, self.body.features(obs),
-                             memory, steps)
 
     def update_normalization(self, obs: Sequence[tf.Tensor]) -> None:
         """Nothing: the normalizer is the policy's, updated with the policy (updating it here
