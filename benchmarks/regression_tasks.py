@@ -7,8 +7,9 @@ The tasks and their configs are the test fixtures in ``tests/regression`` (ML-Ag
 ``simple_test_envs.py`` envs, with the trainer settings its ``test_simple_rl.py`` and
 ``test_hybrid.py`` use). A run passes ML-Agents' criterion when the mean of the env's last
 five final rewards exceeds 0.9 (each line also gives the mean of the last fifty and how many
-of them were below 0). Each run is its own process (``--jobs`` at once); prints a
-line per run as it finishes, then the table: the figure of every seed, and passes / runs.
+of the last fifty and of the last hundred were below 0). Each run is its own process
+(``--jobs`` at once); prints a line per run as it finishes, then the table: the figure of
+every seed, and passes / runs.
 For the group tasks it also prints the range of the critic's value estimates next to the
 range of the lambda returns it regressed on.
 """
@@ -48,6 +49,8 @@ def child(variant: str, seed: int) -> None:
     print(json.dumps({"variant": variant, "seed": seed, "score": result.score,
                       "last50": float(sum(last50) / max(len(last50), 1)),
                       "wrong_in_last50": sum(1 for r in last50 if r < 0),
+                      "wrong_in_last100": sum(1 for r in result.final_rewards[-100:] if r < 0),
+                      "probe": result.probe,
                       "passed": result.passed, "episodes": len(result.final_rewards),
                       "steps": result.steps, "seconds": result.seconds,
                       "values": result.value_range, "returns": result.return_range,
@@ -82,7 +85,8 @@ def main(argv=None) -> int:
         else:
             print(f"{job[0]:36s} seed {job[1]:5d}  {result['score']:7.3f}  "
                   f"{'pass' if result['passed'] else 'FAIL'}  {result['seconds']:6.1f}s  "
-                  f"(last 50: {result['last50']:.3f}, {result['wrong_in_last50']} below 0)",
+                  f"(last 50: {result['last50']:.3f}, {result['wrong_in_last50']} below 0; "
+                  f"last 100: {result['wrong_in_last100']} below 0)",
                   flush=True)
         return result
     with ThreadPoolExecutor(max(args.jobs, 1)) as pool:
