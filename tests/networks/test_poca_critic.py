@@ -93,6 +93,42 @@ def test_a_lone_member_and_the_member_count():
     assert np.isfinite(alone["extrinsic"]).all()
 
 
+@pytest.mark.parametrize("memory_size", [0, 8])
+def test_the_member_count_goes_straight_to_the_heads(memory_size):
+    # ML-Agents' MultiAgentNetworkBody appends the count after its hidden layers (and LSTM):
+    # the heads read it as one more input. Two members with the same observation pool to
+    # what one of them pools to, so V(both) - V(one alone) is exactly the heads' count
+    # weight times the count's change (2n/max_n - 1: 1 for two of two, 0 for one).
+    critic = POCACritic(SPECS[:1], ACTIONS, ["extrinsic"], hidden_units=8, num_layers=1,
+                        memory_size=memory_size)
+    critic.observe_group_size(2)
+    obs = [np.full((1, 2, 5), 0.3, np.float32)]
+    both = critic.value(obs, np.array([[1, 1]], np.float32))["extrinsic"]
+    one = critic.value(obs, np.array([[1, 0]], np.float32))["extrinsic"]
+    weight = critic.value_heads.value_extrinsic.kernel.numpy()[-1, 0]
+    np.testing.assert_allclose(float(both[0] - one[0]), weight, rtol=1e-4, atol=1e-6)
+
+
+def test_the_critic_starts_as_small_as_ml_agents():
+    # ML-Agents starts the attention and entity layers with std sqrt(0.125 / units) and the
+    # layers after the attention with std sqrt(0.125 / units) / sqrt(fan_in), so V and b_i
+    # start near 0. With hidden_units 64 and one-feature members those stds are 0.0442 and
+    # 0.0055, and what the observations add to V starts within 0.01 of nothing: V is the
+    # heads' count weight (the count is 1 for a full group).
+    units = 64
+    critic = POCACritic([ObservationSpec((1,), "goal")], ActionSpec(0, (2,)), ["extrinsic"],
+                        hidden_units=units, num_layers=2)
+    for layer, std in ((critic.attention.query, (0.125 / units) ** 0.5),
+                       (critic.obs_embedding.dense, (0.125 / units) ** 0.5),
+                       (critic.hidden_layers[1], (0.125 / units) ** 0.5 / units ** 0.5)):
+        assert abs(float(np.std(layer.kernel.numpy())) / std - 1) < 0.1, layer.name
+    critic.observe_group_size(2)
+    obs = [np.array([[[1.0], [1.0]], [[-1.0], [-1.0]]], np.float32)]
+    values = critic.value(obs, np.ones((2, 2), np.float32))["extrinsic"].numpy()
+    count_weight = critic.value_heads.value_extrinsic.kernel.numpy()[-1, 0]
+    np.testing.assert_allclose(values, count_weight, atol=0.01)
+
+
 def test_heads_must_divide_the_units():
     with pytest.raises(ValueError, match="do not split into 4 heads"):
         ResidualSelfAttention(30)

@@ -123,6 +123,15 @@ def batches(trajectories):
     return steps, after
 
 
+def step_once(critic, features, memory):
+    """One step of the critic's LSTM from ``memory``: the extrinsic value and the state
+    after it. The features' last column is the member count, which skips the LSTM and goes
+    to the heads (as ML-Agents' MultiAgentNetworkBody)."""
+    out, memory = run_lstm(critic.lstm_cell, None, features[:, :-1], memory, 1)
+    heads = critic.value_heads(np.concatenate([out, features[:, -1:]], axis=1))
+    return float(heads["extrinsic"][0]), memory
+
+
 def stepped(critic, t, value_memory, baseline_memory):
     """What one step at a time gives for trajectory ``t`` (with the step after it for V):
     values [T + 1], baselines [T], the state before every step [T, 2 m] and after the
@@ -138,11 +147,11 @@ def stepped(critic, t, value_memory, baseline_memory):
     for i in range(len(t) + 1):
         if i < len(t):
             before.append(np.concatenate([value_memory, baseline_memory], axis=1)[0])
-            out, baseline_memory = run_lstm(critic.lstm_cell, None, b_features[i:i + 1],
-                                            baseline_memory, 1)
-            baselines.append(float(critic.value_heads(out)["extrinsic"][0]))
-        out, next_memory = run_lstm(critic.lstm_cell, None, v_features[i:i + 1], value_memory, 1)
-        values.append(float(critic.value_heads(out)["extrinsic"][0]))
+            baseline, baseline_memory = step_once(critic, b_features[i:i + 1],
+                                                  baseline_memory)
+            baselines.append(baseline)
+        value, next_memory = step_once(critic, v_features[i:i + 1], value_memory)
+        values.append(value)
         if i < len(t):
             value_memory = next_memory
     return np.array(values), np.array(baselines), np.array(before), (value_memory,

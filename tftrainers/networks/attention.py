@@ -16,7 +16,7 @@ import math
 import keras
 import tensorflow as tf
 
-from tftrainers.networks.layers import kaiming_normal, swish
+from tftrainers.networks.layers import swish
 
 # Logit given to an absent key: exp(-1e9 - max) is exactly 0 in float32.
 _ABSENT_LOGIT = -1.0e9
@@ -24,9 +24,18 @@ _POOL_EPSILON = 1.0e-7
 
 
 def _small_gain(units: int) -> keras.initializers.Initializer:
-    """ML-Agents' initialisation of its attention and entity layers: kaiming normal with
-    gain sqrt(0.125 / units), which keeps the attention logits small at the start."""
-    return kaiming_normal(math.sqrt(0.125 / units))
+    """ML-Agents' initialisation of its attention and entity layers (``Initialization.Normal``
+    with kernel gain sqrt(0.125 / units)): a normal with std sqrt(0.125 / units) whatever
+    the fan-in, which keeps the attention logits small at the start."""
+    return keras.initializers.RandomNormal(stddev=math.sqrt(0.125 / units))
+
+
+def small_linear_gain(units: int) -> keras.initializers.Initializer:
+    """ML-Agents' initialisation of the layers after MA-POCA's attention (its
+    ``LinearEncoder`` with kaiming normal, ``nonlinearity="linear"``, times gain
+    sqrt(0.125 / units)): a normal with std sqrt(0.125 / units) / sqrt(fan_in)."""
+    return keras.initializers.VarianceScaling(scale=0.125 / units, mode="fan_in",
+                                              distribution="untruncated_normal")
 
 
 def layer_norm(x: tf.Tensor, epsilon: float = 1.0e-5) -> tf.Tensor:
@@ -92,7 +101,8 @@ class ResidualSelfAttention(keras.layers.Layer):
         """
         x = layer_norm(entities)
         q, k, v = self._heads(self.query(x)), self._heads(self.key(x)), self._heads(self.value(x))
-        logits = tf.matmul(q, k, transpose_b=True) / math.sqrt(self.units // self.num_heads)
+        # Scaled by the whole embedding's size, not a head's, as ML-Agents' MultiHeadAttention.
+        logits = tf.matmul(q, k, transpose_b=True) / math.sqrt(self.units)
         keys = mask[:, None, None, :]  # [B, 1, 1, N]
         logits = logits * keys + _ABSENT_LOGIT * (1.0 - keys)
         attended = tf.matmul(tf.nn.softmax(logits, axis=-1), v)  # [B, heads, N, d]

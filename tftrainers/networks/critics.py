@@ -18,9 +18,10 @@ import keras
 import tensorflow as tf
 
 from tftrainers.envs.base import ObservationSpec
-from tftrainers.networks.attention import EntityEmbedding, ResidualSelfAttention
+from tftrainers.networks.attention import (EntityEmbedding, ResidualSelfAttention,
+                                            small_linear_gain)
 from tftrainers.networks.body import NetworkBody, build_lstm, run_lstm, trace_lstm
-from tftrainers.networks.layers import kaiming_normal, swish, track_layers
+from tftrainers.networks.layers import swish, track_layers
 
 
 class ValueHeads(keras.layers.Layer):
@@ -196,11 +197,12 @@ class POCACritic(keras.Model):
     member's encoding as an observation-only entity; the baseline b_i(s, a_-i) embeds
     member i that way and each teammate j with its action a_j as an observation+action
     entity (two ``EntityEmbedding`` s). Either set of entities then goes through the same
-    ``ResidualSelfAttention`` (absent members masked, masked mean pool), gets the
-    normalised member count ``2 n / max_n - 1`` appended (``max_n``: the largest group
-    seen, a non-trainable weight), ``num_layers`` Dense + swish layers, with memory an
-    LSTM (``memory_size // 2`` units, on the pooled encoding, as ML-Agents'
-    ``MultiAgentNetworkBody``), and the same ``ValueHeads``: value and baseline share one
+    ``ResidualSelfAttention`` (absent members masked, masked mean pool), then
+    ``num_layers`` Dense + swish layers started small (``small_linear_gain``), with memory
+    an LSTM (``memory_size // 2`` units), then the normalised member count
+    ``2 n / max_n - 1`` (``max_n``: the largest group seen, a non-trainable weight) as one
+    more input of the heads, all as ML-Agents' ``MultiAgentNetworkBody``; and the same
+    ``ValueHeads``: value and baseline share one
     head per reward stream and the LSTM's weights (docs/dev/architecture.md#algorithm-facts), but
     not its state: V and
     each b_i carry their own memory.
@@ -244,9 +246,11 @@ class POCACritic(keras.Model):
         self.obs_action_embedding = EntityEmbedding(size + action_size, units,
                                                     name="obs_action_embedding")
         self.attention = ResidualSelfAttention(units, num_heads, name="attention")
-        hidden, width = [], units + 1
+        hidden, width = [], units
         for i in range(int(num_layers)):
-            dense = keras.layers.Dense(units, kernel_initializer=kaiming_normal(1.0),
+            # ML-Agents' MultiAgentNetworkBody: these layers start as small as the
+            # attention's, so V and b_i start near 0 and follow the returns from below.
+            dense = keras.layers.Dense(units, kernel_initializer=small_linear_gain(units),
                                        name=f"hidden_{i}")
             dense.build((None, width))
             hidden.append(dense)
@@ -255,7 +259,8 @@ class POCACritic(keras.Model):
         if self.memory_size:
             self.lstm_cell, self._lstm_sequence = build_lstm(self.memory_size, width)
             width = self.memory_size // 2
-        self.value_heads = ValueHeads(stream_names, width, name="value_heads")
+        # + 1: the member count, appended after the hidden layers (and the LSTM).
+        self.value_heads = ValueHeads(stream_names, width + 1, name="value_heads")
         self.max_members = self.add_weight(shape=(), initializer="ones", trainable=False,
                                            name="max_members")
         self.built = True
@@ -287,13 +292,13 @@ class POCACritic(keras.Model):
         return tf.concat(parts, axis=-1)
 
     def _pooled(self, entities: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
-        """Attention, masked pool, member count and hidden layers: [B, F] before the memory."""
-        pooled = self.attention(entities, mask)
-        count = tf.reduce_sum(mask, axis=1, keepdims=True)
-        x = tf.concat([pooled, 2.0 * count / self.max_members - 1.0], axis=1)
+        """Attention, masked pool and hidden layers, then the normalised member count as
+        the last column: [B, F + 1] (the count skips the memory and goes to the heads)."""
+        x = self.attention(entities, mask)
         for dense in self.hidden_layers:
             x = swish(dense(x))
-        return x
+        count = tf.reduce_sum(mask, axis=1, keepdims=True)
+        return tf.concat([x, 2.0 * count / self.max_members - 1.0], axis=1)
 
     def value_features(self, group_obs: Sequence[tf.Tensor], group_mask: tf.Tensor) -> tf.Tensor:
         """V's encoding before the memory, [B, F] (arguments as ``value``)."""
@@ -316,8 +321,9 @@ class POCACritic(keras.Model):
         memory, N sequences of L = ``sequence_length`` steps from ``memory`` [N,
         memory_size] (None: zeros)."""
         if self.memory_size:
-            features, _ = run_lstm(self.lstm_cell, self._lstm_sequence, features, memory,
-                                   int(sequence_length))
+            x, _ = run_lstm(self.lstm_cell, self._lstm_sequence, features[:, :-1], memory,
+                            int(sequence_length))
+            features = tf.concat([x, features[:, -1:]], axis=1)
         return self.value_heads(features)
 
     def trace(self, features: tf.Tensor, memory: tf.Tensor,
@@ -333,7 +339,12 @@ class POCACritic(keras.Model):
         Returns:
             ({stream: [N, T]}, states [N, T + 1, memory_size]) (see ``trace_lstm``).
         """
-        return traced_values(self.value_heads, self.lstm_cell, features, memory, steps)
+        x = tf.reshape(features[:, :-1], [-1, steps, features.shape[-1] - 1])
+        encoding, states = trace_lstm(self.lstm_cell, x, memory)
+        flat = tf.concat([tf.reshape(encoding, [-1, encoding.shape[-1]]), features[:, -1:]],
+                         axis=1)
+        return ({k: tf.reshape(v, [-1, steps]) for k, v in self.value_heads(flat).items()},
+                states)
 
     def value(self, group_obs: Sequence[tf.Tensor], group_mask: tf.Tensor,
               memory: Optional[tf.Tensor] = None,
