@@ -43,14 +43,16 @@ def test_poca_trains_a_group_reported_either_way(variant):
     # Two agents must both reach the goal. The Unity way: the group reward comes on the last
     # one's terminal step, which also starts the next episode for both with their old ids;
     # the built-in way: the group sits out a step first.
-    # ML-Agents' last five are a coin toss here: after 3,000 steps POCA's policy still moves
-    # the wrong way 16-32% of the time and 2-4% of finishes are at the wrong end, so one of
-    # five often is (7 and 9 of 10 seeds pass; docs/experiments/2026-11-25-regression-
-    # tasks.md). The last fifty hold the same bar without the coin: one wrong finish in
-    # fifty averages 1.02.
+    # ML-Agents' last five are a coin toss here, for ML-Agents' own POCA too: after 3,000
+    # steps the policy still moves the wrong way 15-35% of the time and 1-3% of finishes are
+    # at the wrong end, so one of five sometimes is (ML-Agents 1.1: 8 of 10 seeds; ours 9 of
+    # 10; docs/experiments/2026-11-25-poca-group-task.md). The last fifty hold the same bar
+    # without the coin: one wrong finish in fifty averages 1.02.
     result = check_trains(variant, 1337, last=50)
     # The critic regresses on lambda returns: once past its first updates its estimates stay
-    # near what a member can collect (at most the group's 1.06); two episodes merged into one
-    # trajectory would double that.
+    # near what a member can collect (at most the group's 1.06, a little more where a
+    # bootstrap overshoots), as ML-Agents' do (0.97-1.11 on seeds 0-9); two episodes merged
+    # into one trajectory would double that, and a critic started at the usual scale, its
+    # member count before the hidden layers, reached 1.14-1.42.
     late = result.estimate_range(from_step=result.steps // 2)
-    assert late[1] < 1.5, late
+    assert late[1] < 1.2, late
