@@ -4,7 +4,7 @@
                                                            [--max-steps 3000] [--jobs 2]
 
 Runs in the ML-Agents peer's venv (../shared/mlagents_peer/README.md; never tftrainers'),
-from the project root. The env is the test fixture ``tests/regression/simple_envs.py``
+from the project root; from another checkout, MLA_PEER=/path/to/mlagents_peer. The env is the test fixture ``tests/regression/simple_envs.py``
 ``GroupLineEnv`` (ML-Agents' MultiAgentEnvironment: two agents, one discrete branch, the goal
 sign as the observation), seen through the peer's ``TFTrainersEnv`` wrapper, so both
 trainers see the same steps. The trainer settings are those of ML-Agents'
@@ -28,7 +28,9 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-PEER = os.path.normpath(os.path.join(ROOT, "..", "shared", "mlagents_peer"))
+#: the peer's folder (its wrapper and torch shim): $MLA_PEER, else ../shared/mlagents_peer
+PEER = os.environ.get("MLA_PEER") or os.path.normpath(
+    os.path.join(ROOT, "..", "shared", "mlagents_peer"))
 LATE = 1500
 
 
