@@ -5,8 +5,10 @@
     result.passed, result.score       # ML-Agents' pass criterion and its figure
 
 ``mlagents_config`` starts from ML-Agents' ``dummy_config.py`` (the trainer settings its
-regression tests evolve): learning rate 5e-3 with a *constant* schedule (so beta and epsilon
-are constant too), batch 16, buffer 64, one layer of 32 units, max_steps 3000, every other
+regression tests evolve): learning rate 5e-3 with a *constant* schedule (here beta and epsilon
+are constant too, by the YAML rule; ML-Agents builds that config in Python, where they keep
+their linear default: on the POCA group task and the hybrid 2 + 1 task's stuck seeds that
+changed no outcome, docs/experiments/2026-11-25-poca-group-task.md), batch 16, buffer 64, one layer of 32 units, max_steps 3000, every other
 key at its default (time_horizon 64, beta 5e-3, epsilon 0.2, lambd 0.95, num_epoch 3, gamma
 0.99). ``VARIANTS`` holds the tasks and the changes each of ML-Agents' tests makes.
 """
