@@ -52,6 +52,9 @@ EXTENSIONS: Dict[Tuple[type, str], str] = {
                                              "behavior does; here it follows the behavior.",
     (S.GAILSettings, "use_next_obs"): "GAIfO's state transition; see "
                                       "[Imitation](../trainers/imitation.md).",
+    (S.GAILSettings, "absorbing_state"): "Absorbing states (Kostrikov et al. 2019), on by "
+                                         "default; see [Imitation](../trainers/"
+                                         "imitation.md#implementation-notes).",
     (S.EnvironmentSettings, "workers"): "See [Env workers and Ray](../guides/workers.md).",
     (S.EnvironmentSettings, "ray_address"): "See [Env workers and Ray](../guides/workers.md).",
     (S.EnvironmentSettings, "max_worker_restarts"): "ML-Agents' Unity restarts are "

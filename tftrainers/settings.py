@@ -314,6 +314,10 @@ class GAILSettings(RewardSignalSettings):
     # tftrainers extension; false is ML-Agents' behaviour.
     use_next_obs: bool = _opt("The discriminator also sees the observation that followed the "
                               "step (GAIfO's state transition); ML-Agents: false.", False)
+    # tftrainers extension; false is ML-Agents' behaviour.
+    absorbing_state: bool = _opt("Real episode ends lead to an absorbing state that the "
+                                 "discriminator judges and the GAIL reward is measured "
+                                 "from (no survival bias); ML-Agents: false.", True)
 
     _aliases = _ENCODING_SIZE_ALIAS
 

@@ -110,7 +110,10 @@ def test_the_discriminator_separates_expert_from_random_steps(use_actions, use_v
     keras.utils.set_random_seed(0)  # the discriminator's initial weights
     provider = create_reward_provider(
         "gail", make("builtin:GridWorld").behavior_specs["GridWorld"],
-        gail_settings(use_actions=use_actions, use_vail=use_vail, learning_rate=1e-3), seed=3)
+        # absorbing_state off: rewards as ML-Agents' -log(1 - D), not measured from the
+        # absorbing state's, so that they compare as ratios (test_gail_absorbing.py has it).
+        gail_settings(use_actions=use_actions, use_vail=use_vail, learning_rate=1e-3,
+                      absorbing_state=False), seed=3)
     random = random_steps("builtin:GridWorld", provider.spec, 4000)
     expert = expert_steps(provider)
     before = provider.evaluate(random).mean(), provider.evaluate(expert).mean()

@@ -3,7 +3,7 @@
 A discriminator D learns to tell the demonstrations' steps (expert) from the policy's; the
 policy is paid for steps D mistakes for the expert's:
 
-    D(s [, s'] [, a, done]) = sigmoid(linear_0.2(body(...)))           in (0, 1), 1 = expert
+    D(s [, s'] [, a, done] [, absorbing]) = sigmoid(linear_0.2(body(...)))  in (0, 1), 1 = expert
     loss   = -mean(log(D(expert) + eps) + log(1 - D(policy) + eps))               eps 1e-7
              + 10 * mean((sqrt(||grad_x D(x)||^2 + eps) - 1)^2)       x = interpolations
              [+ beta * (KL - 0.5)                                                  VAIL]
@@ -15,6 +15,23 @@ per branch) and the step's done flag to the observation, as a vector input of th
 GAIfO (Torabi et al. 2018) judges state transitions: D can then tell where a step led (an
 episode that ends in a pit from one that ends at the goal) from the outcome itself, not only
 from the observation, action and done flag before it.
+
+``absorbing_state`` (on by default; a tftrainers extension, Kostrikov et al. 2019, "DAC"):
+a real episode end (terminal, not a step limit) leads to an absorbing state that loops on
+itself forever. D gets one more input, a flag that is 1 for it (its observations, next
+observations, actions and done flag are all zero; discrete actions one-hot to zeros). Each
+real end of the demonstrations adds one absorbing step to the expert set, and each real end
+of a policy minibatch one (weighted) absorbing step to the policy's side of the loss, so D
+learns how often each ends. After a real end the stream earns the absorbing state's reward
+``r_abs = -log(1 - D(absorbing))`` for ever: a value of ``r_abs / (1 - gamma)``. Every
+episode of this MDP being infinite, the same constant can be taken off every step, which
+changes no policy's ranking: the stream pays ``-log(1 - D(s, ...)) - r_abs`` a step (times
+``strength``) and is worth 0 after a real end, so the critic never has to learn values of
+``r / (1 - gamma)`` (69 at D = 0.5, gamma 0.99). Ending sooner or later than the
+demonstrations is then judged by D, where a stream that stops at ends (ML-Agents,
+``absorbing_state: false``) pays the always-positive reward for every step survived.
+Step-limit ends (interrupted) bootstrap from the critic, as before.
+
 The gradient penalty (Gulrajani et al. 2017) is taken at random points between a policy
 and an expert step (one mixing weight per step, the penalty on the gradient over every
 input together). ML-Agents draws a weight per input element and penalises the gradient of
@@ -32,7 +49,7 @@ demonstrations' statistics (ML-Agents feeds it expert batches).
 """
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Sequence, Tuple
 
 import keras
 import numpy as np
@@ -106,7 +123,10 @@ class DiscriminatorNetwork(keras.Model):
         self.use_actions = bool(settings.use_actions)
         self.use_vail = bool(settings.use_vail)
         self.use_next_obs = bool(settings.use_next_obs)
+        self.absorbing = bool(settings.absorbing_state)
+        self.observation_specs = tuple(spec.observation_specs)
         action_spec = spec.action_spec
+        self.continuous_size = int(action_spec.continuous_size)
         self.branches = tuple(int(b) for b in action_spec.discrete_branches)
         inputs = list(spec.observation_specs)
         if self.use_next_obs:  # each observation again, its own encoder
@@ -116,6 +136,8 @@ class DiscriminatorNetwork(keras.Model):
             # Actions and the done flag enter the body as one more vector input.
             width = action_spec.continuous_size + sum(self.branches) + 1
             inputs.append(ObservationSpec((width,), "actions_and_done"))
+        if self.absorbing:  # 1 = the absorbing state after a real end
+            inputs.append(ObservationSpec((1,), "absorbing"))
         # No memory: the discriminator judges single steps (ML-Agents drops it too).
         self.body = NetworkBody(inputs, ns.hidden_units, ns.num_layers, ns.normalize,
                                 ns.vis_encode_type, memory_size=0, name="body")
@@ -136,10 +158,12 @@ class DiscriminatorNetwork(keras.Model):
         self.built = True
 
     def inputs_of(self, obs: Sequence[tf.Tensor], continuous: tf.Tensor, discrete: tf.Tensor,
-                  done: tf.Tensor, next_obs: Sequence[tf.Tensor] = ()) -> List[tf.Tensor]:
+                  done: tf.Tensor, next_obs: Sequence[tf.Tensor] = (),
+                  absorbing: tf.Tensor = None) -> List[tf.Tensor]:
         """The body's inputs: the observations, (with ``use_next_obs``) the next
-        observations, then (with ``use_actions``) [B, actions + 1] of env-scale continuous
-        actions, one-hot discrete branches and the done flag."""
+        observations, (with ``use_actions``) [B, actions + 1] of env-scale continuous
+        actions, one-hot discrete branches and the done flag, then (with
+        ``absorbing_state``) [B, 1], 1 for the absorbing state (``absorbing``; None: 0)."""
         inputs = list(obs)
         if self.use_next_obs:
             inputs += list(next_obs)
@@ -147,7 +171,18 @@ class DiscriminatorNetwork(keras.Model):
             inputs.append(tf.concat([tf.cast(continuous, tf.float32),
                                      onehot_branches(discrete, self.branches),
                                      tf.cast(done, tf.float32)[:, None]], axis=1))
+        if self.absorbing:
+            flag = (tf.zeros([tf.shape(done)[0]]) if absorbing is None
+                    else tf.cast(absorbing, tf.float32))
+            inputs.append(flag[:, None])
         return inputs
+
+    def absorbing_inputs(self, size: int) -> List[tf.Tensor]:
+        """The body's inputs of ``size`` absorbing steps (zeros but the flag)."""
+        obs = [tf.zeros([size, *o.shape]) for o in self.observation_specs]
+        return self.inputs_of(obs, tf.zeros([size, self.continuous_size]),
+                              -tf.ones([size, len(self.branches)], tf.int32),
+                              tf.zeros([size]), obs, tf.ones([size]))
 
     def estimate(self, inputs: Sequence[tf.Tensor], noise: tf.Tensor = None
                  ) -> Tuple[tf.Tensor, tf.Tensor]:
@@ -166,6 +201,36 @@ class DiscriminatorNetwork(keras.Model):
         return tf.sigmoid(self.estimator(hidden))[:, 0], mu
 
 
+class ExpertSteps(NamedTuple):
+    """The steps D learns as the expert's, [N (+ real ends)] each."""
+
+    obs: List[np.ndarray]  # per observation spec [N, *shape] float32
+    next_obs: List[np.ndarray]  # the same (empty without use_next_obs)
+    continuous: np.ndarray  # [N, c] float32, env scale
+    discrete: np.ndarray  # [N, b] int32 (-1: an absorbing step, one-hot to zeros)
+    done: np.ndarray  # [N] float32, 1 = the episode really ended after the step
+    absorbing: np.ndarray  # [N] float32, 1 = an absorbing step
+
+
+def expert_steps(demos, next_obs: bool, absorbing: bool) -> ExpertSteps:
+    """The demonstrations' steps and, with ``absorbing``, one absorbing step (zeros, flag 1)
+    after each real end (done and not interrupted), appended after them."""
+    real_end = (np.asarray(demos.done, bool) & ~np.asarray(demos.interrupted, bool))
+    parts = ExpertSteps(list(demos.obs), list(demos.next_obs) if next_obs else [],
+                        np.asarray(demos.continuous_actions, np.float32),
+                        np.asarray(demos.discrete_actions, np.int32),
+                        real_end.astype(np.float32), np.zeros(len(real_end), np.float32))
+    if not absorbing:
+        return parts
+    ends = int(real_end.sum())
+
+    def extend(x, fill=0):
+        return np.concatenate([x, np.full((ends, *x.shape[1:]), fill, x.dtype)])
+    return ExpertSteps([extend(o) for o in parts.obs], [extend(o) for o in parts.next_obs],
+                       extend(parts.continuous), extend(parts.discrete, -1),
+                       extend(parts.done), extend(parts.absorbing, 1))
+
+
 class GAILRewardProvider(RewardProvider):
     """GAIL reward stream; its discriminator's Adam steps once per policy minibatch.
 
@@ -174,15 +239,15 @@ class GAILRewardProvider(RewardProvider):
     """
 
     stat_name = "GAIL"
-    # GAIL pays every step, so a stream that stops at episode ends would pay the policy for
-    # long episodes (the survival bias of positive imitation rewards); it bootstraps
-    # through them instead, as curiosity and RND do (docs/dev/architecture.md#algorithm-facts).
-    # ML-Agents stops it at ends;
-    # on GridWorld with GAIL alone that made the policies wander until the step cut (README).
-    ignore_done = True
+    # The stream stops at real ends (0 after them), as ML-Agents' does. Without
+    # ``absorbing_state`` the always-positive reward then pays for long episodes (survival
+    # bias); with it, rewards are measured from the absorbing state's, whose value is then
+    # 0 (module doc; docs/dev/architecture.md#algorithm-facts).
+    ignore_done = False
 
     def __init__(self, name: str, spec: BehaviorSpec, settings: GAILSettings, seed: int = 0):
         super().__init__(name, spec, settings, seed)
+        self.absorbing = bool(settings.absorbing_state)
         self.needs_next_obs = bool(settings.use_next_obs)
         self.demos = load_demonstrations(settings.demo_path, spec)
         if not len(self.demos):
@@ -195,22 +260,19 @@ class GAILRewardProvider(RewardProvider):
         self.optimizer = FusedAdam(self.network.trainable_variables, settings.learning_rate,
                                    epsilon=1e-8, name=f"{name}_adam")
         self._draws = Draws(seed, name=f"{name}_draws")
-        demos = self.demos
+        expert = expert_steps(self.demos, self.needs_next_obs, self.absorbing)
         # The expert steps stay in variables the compiled update reads (not graph constants).
-        real_end = demos.done & ~demos.interrupted
-        next_obs = list(demos.next_obs) if self.needs_next_obs else []
         self._expert = tuple(tf.Variable(x, trainable=False) for x in (
-            *demos.obs, *next_obs,
-            np.asarray(demos.continuous_actions, np.float32),
-            np.asarray(demos.discrete_actions, np.int32),
-            real_end.astype(np.float32)))
-        self._n_obs = len(demos.obs)
+            *expert.obs, *expert.next_obs, expert.continuous, expert.discrete, expert.done,
+            expert.absorbing))
+        self._n_obs = len(expert.obs)
         if settings.network_settings.normalize:
             self.network.body.update_normalization(self.network.inputs_of(
-                demos.obs, demos.continuous_actions, demos.discrete_actions, real_end,
-                next_obs))
+                expert.obs, expert.continuous, expert.discrete, expert.done,
+                expert.next_obs, expert.absorbing))
         self._estimate_fn = CompiledFunction(self._estimate, [reward_signature(spec)],
                                              jit_compile=False)
+        self._absorbing_fn = CompiledFunction(self._absorbing_estimate, [], jit_compile=False)
 
     # --- graph ---------------------------------------------------------------------------
     def _policy_inputs(self, batch: RewardBatch) -> List[tf.Tensor]:
@@ -221,13 +283,31 @@ class GAILRewardProvider(RewardProvider):
     def _estimate(self, batch: RewardBatch) -> tf.Tensor:
         return self.network.estimate(self._policy_inputs(batch))[0]
 
+    def _absorbing_estimate(self) -> tf.Tensor:
+        return self.network.estimate(self.network.absorbing_inputs(1))[0][0]
+
+    def policy_batch(self, batch: RewardBatch) -> Tuple[List[tf.Tensor], tf.Tensor]:
+        """The policy's side of D's loss: the body's inputs of ``batch``'s steps and, with
+        ``absorbing_state``, one absorbing step after them, and each row's weight [B (+1)]:
+        ``batch.mask`` for the steps, the number of real ends (``done``) for the absorbing
+        step (it stands for one absorbing step per end)."""
+        inputs, weights = self._policy_inputs(batch), tf.cast(batch.mask, tf.float32)
+        if not self.absorbing:
+            return inputs, weights
+        ends = tf.reduce_sum(tf.cast(batch.done, tf.float32) * weights)
+        inputs = [tf.concat([x, a], axis=0)
+                  for x, a in zip(inputs, self.network.absorbing_inputs(1))]
+        return inputs, tf.concat([weights, ends[None]], axis=0)
+
     def expert_batch(self, size: tf.Tensor) -> List[tf.Tensor]:
-        """``size`` expert steps drawn with replacement, as the body's inputs."""
+        """``size`` expert steps drawn with replacement (absorbing ones among them), as the
+        body's inputs."""
         rows = self._draws.uniform([size], maxval=tf.shape(self._expert[-1])[0],
                                    dtype=tf.int32)
         parts = [tf.gather(x, rows) for x in self._expert]
-        obs, next_obs = parts[:self._n_obs], parts[self._n_obs:-3]
-        return self.network.inputs_of(obs, *parts[-3:], next_obs=next_obs)
+        obs, next_obs = parts[:self._n_obs], parts[self._n_obs:-4]
+        return self.network.inputs_of(obs, *parts[-4:-1], next_obs=next_obs,
+                                      absorbing=parts[-1])
 
     def losses(self, policy: Sequence[tf.Tensor], expert: Sequence[tf.Tensor],
                mask: tf.Tensor) -> Dict[str, tf.Tensor]:
@@ -261,10 +341,10 @@ class GAILRewardProvider(RewardProvider):
     def update_step(self, batch: RewardBatch) -> Dict[str, tf.Tensor]:
         network = self.network
         variables = network.trainable_variables
-        policy = self._policy_inputs(batch)
-        expert = self.expert_batch(tf.shape(batch.mask)[0])
+        policy, weights = self.policy_batch(batch)
+        expert = self.expert_batch(tf.shape(weights)[0])
         with tf.GradientTape() as tape:
-            terms = self.losses(policy, expert, batch.mask)
+            terms = self.losses(policy, expert, weights)
             loss = terms["loss"] + terms["gradient_penalty"]
             if network.use_vail:
                 loss += network.beta * (terms["kl"] - VAIL_INFORMATION)
@@ -282,12 +362,19 @@ class GAILRewardProvider(RewardProvider):
 
     # --- Python side ---------------------------------------------------------------------
     def evaluate(self, batch: RewardBatch) -> np.ndarray:
-        return gail_reward(self._estimate_fn(batch).numpy())
+        reward = gail_reward(self._estimate_fn(batch).numpy())
+        if self.absorbing:  # measured from the absorbing state's reward (module doc)
+            reward = reward - self.absorbing_reward()
+        return reward
+
+    def absorbing_reward(self) -> float:
+        """-log(1 - D(absorbing)): the reward of each step in the absorbing state."""
+        return float(gail_reward(self._absorbing_fn().numpy()))
 
     def trackables(self) -> Dict[str, object]:
         return {f"{self.name}_network": self.network, f"{self.name}_optimizer": self.optimizer,
                 f"{self.name}_draws": self._draws}
 
 
-__all__ = ["DiscriminatorNetwork", "GAILRewardProvider", "discriminator_loss", "gail_reward",
-           "gradient_penalty", "vail_kl"]
+__all__ = ["DiscriminatorNetwork", "ExpertSteps", "GAILRewardProvider", "discriminator_loss",
+           "expert_steps", "gail_reward", "gradient_penalty", "vail_kl"]
