@@ -15,7 +15,7 @@ def clock(monkeypatch):
     """A fake perf_counter: ``clock.now`` seconds, moved by hand."""
     class Clock:
         now = 100.0
-    monkeypatch.setattr(timers_module.time, "perf_counter", lambda: Clock.now)
+    monkeypatch.setattr(timers_module, "perf_counter", lambda: Clock.now)
     return Clock
 
 

@@ -28,6 +28,8 @@ import os
 import sys
 import threading
 import time
+from threading import get_ident
+from time import perf_counter
 from typing import Dict, List, Optional, Tuple
 
 #: ML-Agents' format version of the file this one follows.
@@ -97,14 +99,20 @@ class _Timed:
         self.timers, self.name = timers, name
 
     def __enter__(self):
-        stack = self.stack = self.timers._stack()
-        self.node = stack[-1].child(self.name)
-        stack.append(self.node)
-        self.start = time.perf_counter()
-        return self.node
+        timers = self.timers
+        ident = get_ident()
+        stack = self.stack = timers._stacks.get(ident) or timers._stack()
+        node = stack[-1].children.get(self.name)
+        if node is None:
+            node = stack[-1].child(self.name)
+            node.parallel = ident != timers._main
+        self.node = node
+        stack.append(node)
+        self.start = perf_counter()
+        return node
 
     def __exit__(self, *exc):
-        self.node.add(time.perf_counter() - self.start)
+        self.node.add(perf_counter() - self.start)
         self.stack.pop()
         return False
 
@@ -121,7 +129,7 @@ class Timers:
         self.root = TimerNode()
         self.gauges: Dict[str, dict] = {}
         self.start_wall = time.time() if start is None else start
-        self._start_perf = time.perf_counter() - (time.time() - self.start_wall)
+        self._start_perf = perf_counter() - (time.time() - self.start_wall)
         self._main = threading.get_ident()
         self._stacks: Dict[int, List[TimerNode]] = {}
         self.metadata = {"timer_format_version": TIMER_FORMAT_VERSION,
@@ -140,10 +148,7 @@ class Timers:
         """``with timers.timed(name):`` adds the block's time to phase ``name`` under the
         phase open in this thread (the root if none). Phases first timed in a thread other
         than the one that called ``reset`` are marked parallel."""
-        timed = _Timed(self, name)
-        if threading.get_ident() != self._main:
-            self._stack()[-1].child(name).parallel = True
-        return timed
+        return _Timed(self, name)
 
     def add(self, name: str, seconds: float, parent: Optional[str] = None) -> None:
         """Adds one call of ``seconds`` to phase ``name`` (under the root phase ``parent``
@@ -175,7 +180,7 @@ class Timers:
 
     def elapsed(self) -> float:
         """Seconds since the root's clock started."""
-        return time.perf_counter() - self._start_perf
+        return perf_counter() - self._start_perf
 
     def tree(self) -> dict:
         """The ML-Agents-layout dict of everything timed so far."""
