@@ -18,8 +18,9 @@ Rows (each a ``tftrainers-learn`` process of its own, ``--seed 0``, one after an
   processes against 1: whole-process wall time of each and the speed-up, and the seconds
   from the first to the last worker connecting (8 workers).
 
-Every row reports the peak resident memory of the learner's process (``ru_maxrss``;
-worker processes not included). ``--quick`` runs each row on a tenth of its steps (the
+Every row reports the learner process's CPU seconds (user + system, all its threads; on a
+shared machine they drift less than wall time) and its peak resident memory
+(``ru_maxrss``); worker processes are not included in either. ``--quick`` runs each row on a tenth of its steps (the
 startup row is the same). The first env step and the worker connections are seen by a
 few lines run before the command's own (``PROBE``), which work on every version of
 tftrainers: the same script measures a checkout before a change and after it.
@@ -42,8 +43,9 @@ CONFIGS = os.path.join(HERE, "..", "configs", "ppo")
 SUMMARY = re.compile(r"Step: (\d+)\. Time Elapsed: ([\d.]+) s\. Mean Reward: (-?\d+(?:\.\d+)?)")
 
 #: Run before ``tftrainers-learn``'s code in the measured process: notes when its first
-#: env step ends and when each env worker connects (seconds since the process started)
-#: in the file named by $SPEED_PROBE, one JSON line per event.
+#: env step ends and when each env worker connects (seconds since the process started,
+#: and the process's CPU seconds so far) in the file named by $SPEED_PROBE, one JSON line
+#: per event.
 PROBE = r"""
 import json, os, time
 def _since_start():
@@ -54,7 +56,8 @@ def _since_start():
     return uptime - ticks / os.sysconf("SC_CLK_TCK")
 def _note(kind):
     with open(os.environ["SPEED_PROBE"], "a") as f:
-        f.write(json.dumps({"event": kind, "t": _since_start()}) + "\n")
+        f.write(json.dumps({"event": kind, "t": _since_start(), "cpu": time.process_time()})
+                + "\n")
 import multiprocessing.connection as _mc
 _accept = _mc.Listener.accept
 def _accept_noted(self):
@@ -121,16 +124,20 @@ def learn(config: str, folder: str, run_id: str, *args: str) -> dict:
         with open(timers_path) as fh:
             timers = json.load(fh)
     return {"seconds": seconds, "rss_mb": usage.ru_maxrss / 1024,
+            "cpu": usage.ru_utime + usage.ru_stime,
             "step": int(found[-1][0]) if found else 0,
             "return": float(found[-1][2]) if found else float("nan"),
             "first_step": next((e["t"] for e in events if e["event"] == "first env step"),
                                None),
+            "first_step_cpu": next((e["cpu"] for e in events
+                                    if e["event"] == "first env step"), None),
             "connected": [e["t"] for e in events if e["event"] == "worker connected"],
             "timers": timers}
 
 
 def row(name: str, what: str, result: dict, figure: str) -> tuple:
-    return (name, what, f"{result['seconds']:.1f}", figure, f"{result['rss_mb']:.0f}")
+    return (name, what, f"{result['seconds']:.1f}", f"{result['cpu']:.1f}", figure,
+            f"{result['rss_mb']:.0f}")
 
 
 def bench_ball3d(folder, scale):
@@ -163,7 +170,8 @@ def _phases(timers) -> str:
 def bench_startup(folder, scale):
     r = learn(config_file(folder, "Ball3D.yaml", 2000), folder, "startup")
     return [row("startup", "Ball3D: command to first env step", r,
-                f"{r['first_step']:.2f} s{_phases(r['timers'])}")]
+                f"{r['first_step']:.2f} s ({r['first_step_cpu']:.2f} s CPU)"
+                f"{_phases(r['timers'])}")]
 
 
 def bench_workers(folder, scale):
@@ -179,7 +187,8 @@ def bench_workers(folder, scale):
                   if n > 1 and connected else "")
         rows.append(row("workers", f"Ball3D 5 ms/step {steps // 1000}k, {n} worker(s)", r,
                         f"{r['step'] / r['seconds']:,.0f} steps/s{spread}"))
-    rows.append(("workers", "8 workers against 1", "", f"{seconds[1] / seconds[8]:.2f}x", ""))
+    rows.append(("workers", "8 workers against 1 (wall time)", "", "",
+                 f"{seconds[1] / seconds[8]:.2f}x", ""))
     return rows
 
 
@@ -199,7 +208,7 @@ def main() -> None:
         for name in args.only:
             rows.extend(BENCHES[name](folder, scale))
             print(f"{name}: done", file=sys.stderr, flush=True)
-    header = ("row", "what", "wall s", "figure", "peak RSS MB")
+    header = ("row", "what", "wall s", "CPU s", "figure", "peak RSS MB")
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
     for r in rows:
