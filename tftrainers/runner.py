@@ -27,6 +27,11 @@ import random
 from tftrainers.run_folder import CONFIG_FILE, RunError, RunFolder, write_atomically
 from tftrainers.settings import ConfigError, RunOptions
 from tftrainers.signals import signal_name, stop_signals
+from tftrainers.timers import TIMERS, TIMERS_FILE, process_start_time
+
+#: Whether a run started in this process already (the next one's start-up is timed from
+#: its own start, not the process's).
+_RUNS_STARTED = []
 
 
 class RunFailed(Exception):
@@ -139,10 +144,12 @@ def run_training(options: RunOptions, log=print) -> int:
     """
     # Held: a signal during start-up stops it at the next ``stop.check()``, never inside
     # TensorFlow's import, a network's construction or a file being written.
+    _start_timers()
     with stop_signals("tftrainers-learn", hold=True) as stop:
         stop.check()
         seed = resolve_seed(options)
-        env, mode = open_env(options, seed)
+        with TIMERS.timed("open env"):
+            env, mode = open_env(options, seed)
         try:
             stop.check()
             settings = {name: options.settings_for(name) for name in sorted(env.behavior_specs)}
@@ -158,13 +165,45 @@ def run_training(options: RunOptions, log=print) -> int:
                 except OSError as error:
                     raise _unwritable(error, folder.path) from None
                 stop.check()
-                _configure_tensorflow(options, log)
+                with TIMERS.timed("import tensorflow"):
+                    _configure_tensorflow(options, log)
                 stop.check()
                 return _run(options, folder, env, mode, settings, seed, stop, log)
             finally:
                 folder.close()
         finally:
             env.close()
+
+
+def _start_timers() -> None:
+    """Starts the run's timers: from the process's start for its first run (the Python
+    start and the imports before this call are then the start-up's first phase), else
+    from now. The "start-up" phase stays open until the first env step."""
+    import time
+    now = time.time()
+    start = None if _RUNS_STARTED else process_start_time()
+    _RUNS_STARTED.append(now)
+    TIMERS.reset(start if start is not None and start <= now else now)
+    TIMERS.begin("start-up")
+    if start is not None and start <= now:
+        TIMERS.add("python start and imports", now - TIMERS.start_wall)
+
+
+def _first_step() -> None:
+    """Closes the "start-up" phase: process (or run) start to the first env step."""
+    TIMERS.end("start-up", TIMERS.elapsed())
+
+
+def _write_timers(run_dir: str, log) -> None:
+    """The final timers.json and its summary line (a failed write is a note, not a
+    failure: the run's results are saved already)."""
+    path = os.path.join(run_dir, "run_logs", TIMERS_FILE)
+    try:
+        TIMERS.write(path)
+    except OSError as error:
+        log(f"[WARNING] {path}: not written ({error.strerror or error})")
+        return
+    log(TIMERS.summary_line(path))
 
 
 def _configure_tensorflow(options: RunOptions, log) -> None:
@@ -193,6 +232,7 @@ def _configure_tensorflow(options: RunOptions, log) -> None:
 
 def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed: int, stop,
          log) -> int:
+    import time
     import numpy as np
     from tftrainers.runs import check_compatible
     from tftrainers.trainers.registry import create_trainer
@@ -210,6 +250,7 @@ def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed:
     console = ConsoleWriter(progress=progress, log=None if log is print else log)
     writers = [TensorBoardWriter(run_dir), console, CSVWriter(run_dir)]
     trainers = {}
+    creating = time.perf_counter()
     try:
         for index, (name, spec) in enumerate(sorted(env.behavior_specs.items())):
             # Before any checkpoint is read: a changed setting is named, not a tensor.
@@ -233,6 +274,7 @@ def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed:
             elif settings[name].init_path:
                 trainers[name].initialize_from(settings[name].init_path)
             stop.check()
+        TIMERS.add("create trainers", time.perf_counter() - creating)
         if cs.resume:  # every check passed: from here the run trains with these settings
             _record_configuration(options, run_dir, log)
         managers, pool = {}, None
@@ -253,7 +295,8 @@ def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed:
             try:
                 if mode != "inline":
                     env.close()  # it gave the specs; the workers run their own instances
-                    pool = _start_workers(options, mode, seed, trainers, log)
+                    with TIMERS.timed("launch workers"):
+                        pool = _start_workers(options, mode, seed, trainers, log)
                 stop.defer()  # from here a signal stops the loop, and everything saves
                 # Finite data whose sums overflow (rewards of 1e38) end in a refused update,
                 # named in one line; NumPy's warnings on the way would only be noise.
@@ -271,6 +314,7 @@ def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed:
             notes = _save_all(trainers, log)
             raise _failure(error, notes) from error
         notes = _save_all(trainers, log, final=True)
+        _write_timers(run_dir, log)
         if stop.requested:
             log(f"[INFO] Interrupted by {signal_name(stop.signum)}: {notes}; continue with "
                 f"--resume.")
@@ -399,6 +443,8 @@ def _loop(env, managers, trainers, stop, env_id: str = "the environment") -> Non
         while not stop.requested and not all(t.done for t in trainers.values()):
             step_env(env, managers)
             env_step += 1
+            if env_step == 1:
+                _first_step()
             for behavior, trainer in items:
                 trainer.advance()
             behavior = None
@@ -456,6 +502,18 @@ def _workers_summary(pool) -> str:
     return line + "."
 
 
+def _time_worker_start(pool) -> bool:
+    """Adds the workers' start-up (launch to the last connection) to the timers, with
+    the first and the last connection as gauges (seconds after the launch)."""
+    after = list(pool.connected_after.values())
+    first, last = min(after), max(after)
+    TIMERS.add("worker start-up", last, parent="start-up")
+    TIMERS.set_gauge("workers.first_connected_s", first)
+    TIMERS.set_gauge("workers.last_connected_s", last)
+    TIMERS.set_gauge("workers.first_to_last_s", last - first)
+    return True
+
+
 def _loop_workers(pool, trainers, stop) -> None:
     """The learner's loop while env workers step: restart failed workers, let each trainer
     take what arrived (never waiting for a slow worker), until done or a stop signal.
@@ -467,8 +525,14 @@ def _loop_workers(pool, trainers, stop) -> None:
     """
     from tftrainers.trainers.finite import NonFiniteUpdateError
     behavior = None
+    started = connected = False
     try:
         while not stop.requested and not all(t.done for t in trainers.values()):
+            if not started and pool.env_steps:
+                _first_step()
+                started = True
+            if not connected and pool.connected_all():
+                connected = _time_worker_start(pool)
             pool.check()
             for behavior, trainer in trainers.items():
                 trainer.advance()

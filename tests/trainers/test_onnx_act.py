@@ -154,3 +154,31 @@ def test_background_compile_changes_nothing_and_is_the_update_used(tmp_path):
         np.testing.assert_array_equal(a, b)
     drive(env, trainer, 150)
     assert trainer.updates >= 2 and trainer.optimizer.update_fn.tracing_count == 1
+
+
+def test_converted_programs_are_cached_by_graph_and_the_cache_acts_the_same(tmp_path,
+                                                                           monkeypatch):
+    import tftrainers.tf_utils.onnx_function as onnx_function
+    monkeypatch.setenv("TFTRAINERS_CACHE_DIR", str(tmp_path))
+    conversions = []
+    convert = onnx_function._convert
+    monkeypatch.setattr(onnx_function, "_convert",
+                        lambda *a: conversions.append(1) or convert(*a))
+    policy = build_policy(CASES[sorted(CASES)[0]])
+    first = policy.onnx_program()
+    files = sorted((tmp_path / "onnx").iterdir())
+    assert len(conversions) == 1 and len(files) == 1
+    second = policy.onnx_program()  # the same graph: read back, not converted
+    assert len(conversions) == 1 and second == first
+    steps = decisions(policy, 5, 1)
+    (tf_info, _, _), (ort_info, _, _) = act_both(
+        policy, steps, 1, policy.make_actor("onnxruntime", seed=1, program=second))
+    np.testing.assert_allclose(ort_info.log_probs.continuous, tf_info.log_probs.continuous,
+                               atol=1e-4)
+    files[0].write_text("{not json")  # damaged: converted again and rewritten
+    third = policy.onnx_program()
+    assert len(conversions) == 2 and third.weights == first.weights
+    assert policy.onnx_program() == third and len(conversions) == 2
+    monkeypatch.setenv("TFTRAINERS_CACHE_DIR", "off")
+    policy.onnx_program()
+    assert len(conversions) == 3

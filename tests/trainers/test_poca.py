@@ -197,6 +197,10 @@ def test_restore_and_export(tmp_path):
     for name in ("Losses/Policy Loss", "Losses/Value Loss", "Losses/Baseline Loss",
                  "Policy/Learning Rate", "Losses/Curiosity Forward Loss"):
         assert np.isfinite(stats[name]), name
+    # The PPO diagnostics come out of POCA's update too (known answers: test_ppo_losses).
+    assert stats["Policy/Approx KL"] >= 0.0 and 0.0 <= stats["Policy/Clip Fraction"] <= 1.0
+    assert np.isfinite(stats["Losses/Explained Variance"])
+    assert stats["Losses/Explained Variance"] <= 1.0
 
 
 def test_learn_cli_exports_and_evaluates(tmp_path):

@@ -76,3 +76,34 @@ def test_advantages_are_normalised_over_real_steps_with_a_floor_on_the_scale():
     np.testing.assert_allclose(out, noise / ADVANTAGE_SCALE_FLOOR, rtol=1e-4)
     assert np.abs(out).max() < 1e-3
     assert not normalized_advantages(adv, np.zeros(4, np.float32)).any()  # no real step
+
+
+def test_ratio_diagnostics_known_answer():
+    from tftrainers.trainers.ppo.optimizer import ratio_diagnostics
+    # Step 1: ratios e^0.5 = 1.65 and e^-0.5 = 0.61, both outside [0.8, 1.2]; the whole
+    # action's ratio is e^0 = 1, so it adds nothing to the KL. Step 2: ratios e^0.1 = 1.105
+    # and 1, inside; whole-action log ratio 0.1, KL term e^0.1 - 1 - 0.1. Step 3 is padding.
+    log_probs = t([[0.5, -0.5], [0.1, 0.0], [9.0, 9.0]])
+    old = t([[0.0, 0.0], [0.0, 0.0], [0.0, 0.0]])
+    kl, clip = ratio_diagnostics(log_probs, old, t(0.2), t([1, 1, 0]))
+    assert float(kl) == pytest.approx((np.exp(0.1) - 1.1) / 2, rel=1e-4)
+    assert float(clip) == pytest.approx(0.5)
+    kl, clip = ratio_diagnostics(log_probs, old, t(0.2), t([1, 0, 0]))
+    assert float(kl) == pytest.approx(0.0, abs=1e-7) and float(clip) == pytest.approx(1.0)
+    # A ratio of 1 everywhere: nothing clipped, no divergence.
+    kl, clip = ratio_diagnostics(old, old, t(0.2), t([1, 1, 1]))
+    assert float(kl) == 0.0 and float(clip) == 0.0
+
+
+def test_explained_variance_known_answer():
+    from tftrainers.trainers.ppo.optimizer import explained_variance
+    returns, mask = t([1.0, 2.0, 3.0, 4.0, 50.0]), t([1, 1, 1, 1, 0])  # the 50 is padding
+    assert float(explained_variance([returns], [returns], mask)) == pytest.approx(1.0)
+    assert float(explained_variance([t([2.5] * 5)], [returns], mask)) == pytest.approx(0.0)
+    # G - V = [0, 0, 0, -1]: variance 0.1875 against Var(G) = 1.25 -> 1 - 0.15.
+    values = t([1.0, 2.0, 3.0, 5.0, 0.0])
+    assert float(explained_variance([values], [returns], mask)) == pytest.approx(0.85, rel=1e-5)
+    # A stream whose returns never vary counts as 0; streams are averaged.
+    flat = t([1.0, 1.0, 1.0, 1.0, 1.0])
+    both = explained_variance([values, t([0.0] * 5)], [returns, flat], mask)
+    assert float(both) == pytest.approx(0.425, rel=1e-5)

@@ -82,21 +82,22 @@ def test_lstm_memory_is_carried_per_agent_and_reset_at_episode_end():
     assert np.all(third.memory[1] == 0.0) and not np.allclose(third.memory[0], 0.0)
 
 
-def test_an_update_raises_the_probability_of_advantageous_actions(tmp_path):
-    # One compiled update on a buffer where "right" had advantage +1 and the other actions
-    # -1: afterwards "right" must be likelier in that state.
+def basic_buffer(tmp_path, num_epoch, returns_offset=None):
+    """A Basic trainer and a buffer of 64 steps acted by its policy, where "right" had
+    advantage +1 and the other actions -1 (returns: the values plus ``returns_offset``)."""
     from tftrainers.processing import (AgentBuffer, BufferKey, StreamField, next_obs_key,
                                        obs_key, stream_key)
     env = make("builtin:Basic", seed=0, num_areas=64)
     env.reset()
     settings = trainer_settings("Basic", hyperparameters={
-        "batch_size": 64, "buffer_size": 64, "num_epoch": 4, "learning_rate": 1e-2},
+        "batch_size": 64, "buffer_size": 64, "num_epoch": num_epoch, "learning_rate": 1e-2},
         max_steps=10**6)
     trainer = make_trainer(tmp_path, env, "Basic", settings)
     decision, _ = env.get_steps("Basic")
     info, _ = trainer.create_actor().act(decision)
     values = trainer.optimizer.values(decision.obs)["extrinsic"]
     right = info.actions.discrete[:, 0] == 2
+    returns = values if returns_offset is None else values + returns_offset
     buffer = AgentBuffer()
     buffer.append({
         obs_key(0): decision.obs[0], next_obs_key(0): decision.obs[0],
@@ -110,8 +111,15 @@ def test_an_update_raises_the_probability_of_advantageous_actions(tmp_path):
         BufferKey.DONE: np.zeros(64, np.float32),
         BufferKey.ADVANTAGES: np.where(right, 1.0, -1.0).astype(np.float32),
         stream_key(StreamField.VALUES, "extrinsic"): values,
-        stream_key(StreamField.RETURNS, "extrinsic"): values,
+        stream_key(StreamField.RETURNS, "extrinsic"): returns.astype(np.float32),
     })
+    return trainer, buffer, decision, values, returns
+
+
+def test_an_update_raises_the_probability_of_advantageous_actions(tmp_path):
+    # One compiled update on a buffer where "right" had advantage +1 and the other actions
+    # -1: afterwards "right" must be likelier in that state.
+    trainer, buffer, decision, _, _ = basic_buffer(tmp_path, num_epoch=4)
 
     def p_right():
         actor = trainer.policy.actor
@@ -124,3 +132,23 @@ def test_an_update_raises_the_probability_of_advantageous_actions(tmp_path):
     assert p_right() > before + 0.05
     assert stats["Policy/Learning Rate"] == pytest.approx(1e-2)
     assert np.isfinite(stats["Losses/Policy Loss"]) and np.isfinite(stats["Losses/Value Loss"])
+
+
+def test_update_diagnostics_known_answers(tmp_path):
+    # One minibatch: its diagnostics are taken before its gradient step, on the weights
+    # that acted, so every ratio is 1: KL 0, nothing clipped. Explained variance: returns
+    # = values + an offset whose variance against the returns' is known.
+    offset = np.linspace(-1.0, 1.0, 64).astype(np.float32)
+    trainer, buffer, _, values, returns = basic_buffer(tmp_path, 1, offset)
+    stats = trainer.optimizer.update(buffer, 0, np.random.default_rng(0))
+    assert stats["Policy/Approx KL"] == pytest.approx(0.0, abs=1e-6)
+    assert stats["Policy/Clip Fraction"] == 0.0
+    expected = 1.0 - np.var(returns - values) / np.var(returns)
+    assert stats["Losses/Explained Variance"] == pytest.approx(expected, rel=1e-4, abs=1e-5)
+    # Eight more passes at a learning rate of 1e-2 move the policy away from the one that
+    # acted: the later minibatches see ratios off 1.
+    trainer, buffer, _, _, _ = basic_buffer(tmp_path / "b", 8)
+    stats = trainer.optimizer.update(buffer, 0, np.random.default_rng(0))
+    assert stats["Policy/Approx KL"] > 1e-4
+    assert 0.0 < stats["Policy/Clip Fraction"] <= 1.0
+    assert stats["Losses/Explained Variance"] == 1.0  # returns = values: all explained

@@ -24,6 +24,7 @@ from tftrainers.acting.actor import Actor, WeightUpdate
 from tftrainers.envs.base import ActionTuple, BehaviorSpec, DecisionSteps, TerminalSteps
 from tftrainers.envs.checks import EnvDataError, check_steps
 from tftrainers.processing import AgentProcessor, TrajectoryQueue
+from tftrainers.timers import TIMERS
 
 
 class ActingStats(NamedTuple):
@@ -74,9 +75,11 @@ class AgentManager:
         if not self.recording:
             if not len(decision_steps):
                 return self.spec.action_spec.empty_action(0)
-            return self.actor.act(decision_steps)[1]
+            with TIMERS.timed("act"):
+                return self.actor.act(decision_steps)[1]
         processor = self.processor
-        processor.add_experiences(decision_steps, terminal_steps, self._last_info)
+        with TIMERS.timed("trajectory assembly"):
+            processor.add_experiences(decision_steps, terminal_steps, self._last_info)
         episodes = processor.pop_episode_stats()
         if len(episodes):
             self.queue.put(episodes)
@@ -86,7 +89,8 @@ class AgentManager:
             for observer in self.observers:
                 observer(decision_steps, terminal_steps, empty)
             return empty
-        info, env_actions = self.actor.act(decision_steps)
+        with TIMERS.timed("act"):
+            info, env_actions = self.actor.act(decision_steps)
         self._last_info = info
         self._entropy_sum += float(self.actor.last_entropy.sum())
         self._entropy_steps += len(decision_steps)
@@ -173,7 +177,8 @@ def step_env(env, managers) -> None:
         actions = manager.step(decision, terminal)  # checks the data first
         if len(decision):
             call_env("set_actions()", env.set_actions, name, actions)
-    call_env("step()", env.step)
+    with TIMERS.timed("env step"):
+        call_env("step()", env.step)
 
 
 __all__ = ["ActingStats", "AgentManager", "EnvCallError", "call_env", "env_error_line",

@@ -286,6 +286,9 @@ class WorkerPool:
         self.env_steps = 0
         self.stale_steps = 0
         self.restarts = 0
+        # Seconds from ``start`` to each worker position's first connection (start-up).
+        self.connected_after: Dict[int, float] = {}
+        self._started_at = 0.0
         self._authkey = secrets.token_bytes(32)
         # Every worker connects at once: a backlog of 1 (the default) lets the kernel drop
         # the handshake of the third and later, which then wait in Client() until
@@ -297,6 +300,7 @@ class WorkerPool:
 
     # --- start and stop ---------------------------------------------------------------------
     def start(self) -> None:
+        self._started_at = time.monotonic()
         for target, name in ((self._accept, "workers-accept"), (self._read, "workers-read")):
             thread = threading.Thread(target=target, daemon=True, name=name)
             thread.start()
@@ -367,6 +371,7 @@ class WorkerPool:
                     conn.send(self._setup(slot))
                     slot.conn, slot.pid = conn, pid
                     slot.last_seen = time.monotonic()
+                    self.connected_after.setdefault(index, slot.last_seen - self._started_at)
             except (OSError, EOFError, ValueError, IndexError, TypeError):
                 conn.close()
 
@@ -433,6 +438,10 @@ class WorkerPool:
             self.managers[name][slot.index].queue.put(item, version)
 
     # --- what the learner calls --------------------------------------------------------------
+    def connected_all(self) -> bool:
+        """Whether every worker position has connected at least once."""
+        return len(self.connected_after) == self.num_envs
+
     def wait(self, timeout: float) -> bool:
         """Waits up to ``timeout`` s for something from a worker; True if it came."""
         arrived = self._arrived.wait(timeout)

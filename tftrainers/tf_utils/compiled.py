@@ -3,11 +3,14 @@
 ``tf.function.__call__`` re-binds and re-casts every argument against the signature on each
 call; for a policy step that costs more than running the XLA-compiled graph. Because the
 signature is fixed, there is exactly one concrete function: ``CompiledFunction`` traces it
-up front and calls it with flat tensors, so the Python overhead per step stays small. XLA
-still compiles once per distinct input shape (callers pad batches to buckets).
+once, on its first call (a function a run never calls costs no start-up; the PPO update is
+first called by its background compile, so its trace leaves the start-up too), and calls
+it with flat tensors, so the Python overhead per step stays small. XLA still compiles once
+per distinct input shape (callers pad batches to buckets).
 """
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -32,10 +35,22 @@ class CompiledFunction:
         # written as tf.while_loop), and converting them cost a second at start-up.
         self.function = tf.function(fn, input_signature=input_signature, jit_compile=jit_compile,
                                     autograph=False)
-        self.concrete = self.function.get_concrete_function()
         self._specs = tf.nest.flatten(list(input_signature))
-        self._call_flat = getattr(self.concrete, "_call_flat", None)
         self._numpy_dtypes = [spec.dtype.as_numpy_dtype for spec in self._specs]
+        self._concrete = None
+        self._call_flat = None
+        self._lock = threading.Lock()  # one trace when two threads call first at once
+
+    @property
+    def concrete(self):
+        """The one concrete function (traced on first use)."""
+        if self._concrete is None:
+            with self._lock:
+                if self._concrete is None:
+                    concrete = self.function.get_concrete_function()
+                    self._call_flat = getattr(concrete, "_call_flat", None)
+                    self._concrete = concrete
+        return self._concrete
 
     @property
     def tracing_count(self) -> int:
@@ -45,6 +60,7 @@ class CompiledFunction:
         flat = tf.nest.flatten(list(args))
         if len(flat) != len(self._specs):
             raise ValueError(f"expected {len(self._specs)} input tensors, got {len(flat)}")
+        concrete = self._concrete if self._concrete is not None else self.concrete
         if self._call_flat is None or _to_eager is None:  # no private fast path
             return self.function(*args)
         context = _context.context()
@@ -52,4 +68,4 @@ class CompiledFunction:
                    if type(x) is np.ndarray and x.dtype == dtype
                    else tf.convert_to_tensor(x, dtype=spec.dtype)
                    for x, spec, dtype in zip(flat, self._specs, self._numpy_dtypes)]
-        return self._call_flat(tensors, self.concrete.captured_inputs)
+        return self._call_flat(tensors, concrete.captured_inputs)

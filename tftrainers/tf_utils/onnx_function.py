@@ -13,11 +13,22 @@ input (``keras.StatelessScope``) and converted by tf2onnx, so the ONNX graph hol
 weights: after each update the acting side is handed the new values as one flat vector
 (every variable in ``variables`` order, flattened), with a version number. Nothing is
 converted again while training.
+
+Conversions are cached on disk (``program_cache_dir``), keyed by the traced graph itself
+(its GraphDef, serialized deterministically), the signature and the TensorFlow, tf2onnx and
+opset versions: a second run of the same network skips tf2onnx (about 0.5 s a conversion
+on an idle core, two conversions before a PPO run's first env step). A changed network, a
+changed op or another version traces to another key; a cache that cannot be read or
+written is ignored.
 """
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 import logging
-from typing import Callable, Sequence
+import os
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
@@ -64,6 +75,60 @@ def _dtype_name(variable) -> str:
     return dtype if isinstance(dtype, str) else dtype.name
 
 
+#: Where converted programs are kept: $TFTRAINERS_CACHE_DIR, else $XDG_CACHE_HOME/tftrainers
+#: (~/.cache/tftrainers); TFTRAINERS_CACHE_DIR=off turns the cache off.
+CACHE_ENV = "TFTRAINERS_CACHE_DIR"
+
+
+def program_cache_dir() -> Optional[str]:
+    """The folder of cached ONNX programs, or None when the cache is off."""
+    folder = os.environ.get(CACHE_ENV)
+    if folder == "off":
+        return None
+    if not folder:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"),
+                                                                ".cache")
+        folder = os.path.join(base, "tftrainers")
+    return os.path.join(folder, "onnx")
+
+
+def _cache_key(concrete, signature) -> str:
+    import tensorflow as tf
+    import tf2onnx
+    digest = hashlib.sha256()
+    for part in (tf.__version__, tf2onnx.__version__, str(DEFAULT_OPSET),
+                 repr([(s.name, tuple(s.shape.as_list()), s.dtype.name) for s in signature])):
+        digest.update(part.encode())
+        digest.update(b"\0")
+    digest.update(concrete.graph.as_graph_def().SerializeToString(deterministic=True))
+    return digest.hexdigest()
+
+
+def _load_program(path: str) -> Optional[OnnxProgram]:
+    try:
+        with open(path) as f:
+            data = json.load(f)
+        return OnnxProgram(model=base64.b64decode(data["model"]),
+                           input_name=data["input_name"], output_name=data["output_name"],
+                           weights=tuple(WeightInput(w[0], w[1], w[2], tuple(w[3]), w[4])
+                                         for w in data["weights"]),
+                           total_size=int(data["total_size"]))
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        return None  # absent or unreadable: converted again (and written anew)
+
+
+def _store_program(path: str, program: OnnxProgram) -> None:
+    from tftrainers.run_folder import write_atomically
+    data = {"model": base64.b64encode(program.model).decode(),
+            "input_name": program.input_name, "output_name": program.output_name,
+            "weights": [list(w) for w in program.weights], "total_size": program.total_size}
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        write_atomically(path, json.dumps(data))
+    except OSError:
+        pass  # a read-only or full disk: the next run converts again
+
+
 def convert_to_onnx(fn: Callable, width: int, variables: Sequence) -> OnnxProgram:
     """``fn(packed [n, width] float32) -> [n, k] float32`` as an ONNX program with the
     values of ``variables`` (Keras variables: every one ``fn`` reads) as inputs.
@@ -74,7 +139,6 @@ def convert_to_onnx(fn: Callable, width: int, variables: Sequence) -> OnnxProgra
     """
     import keras
     import tensorflow as tf
-    import tf2onnx
 
     variables = list(variables)
     offsets, shapes = flat_layout(variables)
@@ -85,10 +149,28 @@ def convert_to_onnx(fn: Callable, width: int, variables: Sequence) -> OnnxProgra
         with keras.StatelessScope(state_mapping=list(zip(variables, weights))):
             return fn(packed)
 
+    function = tf.function(stateless, input_signature=signature, autograph=False)
+    folder = program_cache_dir()
+    path = None
+    if folder is not None:
+        # Traced once: tf2onnx below gets the same concrete function from the tf.function.
+        path = os.path.join(folder, _cache_key(function.get_concrete_function(), signature)
+                            + ".json")
+        program = _load_program(path)
+        if program is not None and program.total_size == int(offsets[-1]):
+            return program
+    program = _convert(function, signature, variables, offsets, shapes)
+    if path is not None:
+        _store_program(path, program)
+    return program
+
+
+def _convert(function, signature, variables, offsets, shapes) -> OnnxProgram:
+    """tf2onnx's conversion of ``function`` as an OnnxProgram (see ``convert_to_onnx``)."""
+    import tf2onnx
     with quiet_tf2onnx():
-        model, _ = tf2onnx.convert.from_function(
-            tf.function(stateless, input_signature=signature, autograph=False),
-            input_signature=signature, opset=DEFAULT_OPSET)
+        model, _ = tf2onnx.convert.from_function(function, input_signature=signature,
+                                                 opset=DEFAULT_OPSET)
     check_converted(model, DEFAULT_OPSET)
     # tf2onnx keeps the signature's names, but an input the graph never reads (a variable
     # of an unused head) is dropped: the program feeds exactly the inputs that remain.

@@ -36,6 +36,7 @@ from tftrainers.settings import TrainerSettings
 from tftrainers.stats import (CUMULATIVE_REWARD, EPISODE_LENGTH, ProgressDisplay, StatsReporter,
                               StatsWriter)
 from tftrainers.tf_utils.onnx_function import OnnxExportError
+from tftrainers.timers import TIMERS, TIMERS_FILE
 from tftrainers.trainers.policy import Policy
 
 
@@ -278,11 +279,21 @@ class Trainer(abc.ABC):
         self.wait_for_update()  # weights and Adam state of a finished update only
         if self.inference or self._saved_step == self.step:
             return None
-        path = self.checkpointer.save(self.step, self.trackables(), self.checkpoint_state())
+        with TIMERS.timed("checkpoint"):
+            path = self.checkpointer.save(self.step, self.trackables(),
+                                          self.checkpoint_state())
         self._saved_step = self.step
-        export_policy(self.policy, self.behavior_name, self.run_dir, self.step,
-                      critic=self.value_critic())
-        prune_exports(self.run_dir, self.behavior_name, self.settings.keep_checkpoints)
+        with TIMERS.timed("export"):
+            export_policy(self.policy, self.behavior_name, self.run_dir, self.step,
+                          critic=self.value_critic())
+            prune_exports(self.run_dir, self.behavior_name, self.settings.keep_checkpoints)
+        # Where the time went so far, at each save (the runner writes the final one and
+        # reports a failed write; a diagnostic file does not fail a checkpoint).
+        try:
+            os.makedirs(os.path.join(self.run_dir, "run_logs"), exist_ok=True)
+            TIMERS.write(os.path.join(self.run_dir, "run_logs", TIMERS_FILE))
+        except OSError:
+            pass
         return path
 
     def weights_restored(self) -> None:

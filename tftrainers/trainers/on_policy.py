@@ -21,6 +21,7 @@ import numpy as np
 from tftrainers.processing import AgentBuffer, BufferKey, Trajectory, next_obs_key
 from tftrainers.rewards import REWARD_PROVIDERS, RewardBatch
 from tftrainers.settings import ConfigError
+from tftrainers.timers import TIMERS
 from tftrainers.trainers.base import Trainer
 from tftrainers.trainers.policy import Policy
 
@@ -113,7 +114,8 @@ class OnPolicyTrainer(Trainer):
         self._pending_steps += sum(len(t) for t in trajectories)
         if self._pending_steps >= self.settings.hyperparameters.buffer_size:
             self.wait_for_update()
-            self.compute_targets(self._pending)
+            with TIMERS.timed("targets"):
+                self.compute_targets(self._pending)
             self._pending, self._pending_steps = [], 0
             self._update()
 
@@ -130,12 +132,16 @@ class OnPolicyTrainer(Trainer):
         buffer, step = self.buffer, self.step
         self.buffer = AgentBuffer(self._policy.sequence_length)
         if not self.settings.threaded:
-            self._finish_update(self.optimizer.update(buffer, step, self.rng))
+            with TIMERS.timed("update"):
+                stats = self.optimizer.update(buffer, step, self.rng)
+            self._finish_update(stats)
             return
 
         def run():
             try:
-                self._thread_outcome["stats"] = self.optimizer.update(buffer, step, self.rng)
+                with TIMERS.timed("update"):
+                    self._thread_outcome["stats"] = self.optimizer.update(buffer, step,
+                                                                          self.rng)
             except BaseException as error:  # re-raised in the main thread
                 self._thread_outcome["error"] = error
         self._update_thread = threading.Thread(target=run, daemon=True,
@@ -197,9 +203,10 @@ class OnPolicyTrainer(Trainer):
             done=np.concatenate([f[BufferKey.DONE] for f in fields]),
             mask=np.ones(len(obs[0]), np.float32))
         out = {}
-        for name, provider in providers.items():
-            provider.update_normalization(batch.next_obs)
-            out[name] = provider.evaluate(batch) * np.float32(provider.strength)
+        with TIMERS.timed("reward providers"):
+            for name, provider in providers.items():
+                provider.update_normalization(batch.next_obs)
+                out[name] = provider.evaluate(batch) * np.float32(provider.strength)
         return out
 
     def _report_signal_rewards(self, trajectories: List[Trajectory],

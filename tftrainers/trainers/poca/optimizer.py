@@ -152,7 +152,8 @@ class POCAOptimizer(PPOOptimizer):
         if self.memory_size:  # [sequences, memory_size] each, at each sequence's first step
             value_memory, baseline_memory = tf.split(batch.critic_memory, 2, axis=1)
         with tf.GradientTape() as tape:
-            p_loss, entropy = self.actor_terms(batch, epsilon)
+            terms = self.actor_terms(batch, epsilon)
+            p_loss, entropy = terms.policy_loss, terms.entropy
             values, baselines = critic.value_and_baseline(
                 batch.obs, batch.team_obs, batch.team_continuous_action,
                 batch.team_discrete_action, batch.team_mask, value_memory, baseline_memory, seq)
@@ -163,7 +164,8 @@ class POCAOptimizer(PPOOptimizer):
             loss = p_loss + 0.5 * (v_loss + 0.5 * b_loss) - beta * entropy
         self.optimizer.apply_gradients(zip(tape.gradient(loss, self.variables), self.variables))
         return {"Losses/Policy Loss": tf.abs(p_loss), "Losses/Value Loss": v_loss,
-                "Losses/Baseline Loss": b_loss, "Policy/Update Entropy": entropy}
+                "Losses/Baseline Loss": b_loss, "Policy/Update Entropy": entropy,
+                **terms.diagnostics}
 
     def _estimates(self, obs, team_obs, team_continuous, team_discrete, team_mask):
         return self.critic.value_and_baseline(obs, team_obs, team_continuous, team_discrete,

@@ -13,6 +13,12 @@ Loss terms, as in ML-Agents (torch ``ppo/optimizer_torch.py``):
     loss      = L_policy + 0.5 L_value - beta * masked_mean_t(entropy_t)
 ``masked_mean_t`` averages over real steps (sequence padding has mask 0).
 
+Diagnostics (not in the loss; CleanRL's and Stable-Baselines3's), computed in the same
+compiled call: ``Policy/Approx KL`` and ``Policy/Clip Fraction`` on each minibatch before
+its gradient step, averaged over the update's minibatches (``ratio_diagnostics``), and
+``Losses/Explained Variance`` of the returns by the values the buffer was collected with
+(``explained_variance``).
+
 The critic (one value head per reward stream) and the reward providers belong to the
 optimizer (docs/dev/architecture.md#acting-and-learning); the policy is the actor. With
 ``network_settings.memory`` the critic
@@ -109,6 +115,66 @@ def policy_loss(log_probs: tf.Tensor, old_log_probs: tf.Tensor, advantages: tf.T
     return -masked_mean(tf.reduce_mean(surrogate, axis=1), mask)
 
 
+class ActorTerms(NamedTuple):
+    """What ``PPOOptimizer.actor_terms`` computes on a minibatch (scalars)."""
+
+    policy_loss: tf.Tensor
+    entropy: tf.Tensor
+    approx_kl: tf.Tensor
+    clip_fraction: tf.Tensor
+
+    @property
+    def diagnostics(self) -> Dict[str, tf.Tensor]:
+        return {APPROX_KL: self.approx_kl, CLIP_FRACTION: self.clip_fraction}
+
+
+#: The update's diagnostics, by stat name (docs/reference/stats.md).
+APPROX_KL, CLIP_FRACTION = "Policy/Approx KL", "Policy/Clip Fraction"
+EXPLAINED_VARIANCE = "Losses/Explained Variance"
+
+
+def ratio_diagnostics(log_probs: tf.Tensor, old_log_probs: tf.Tensor, epsilon: tf.Tensor,
+                      mask: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+    """Approximate KL(pi_old || pi) and the clip fraction of a minibatch.
+
+    Args:
+        log_probs, old_log_probs: [B, d] per action dimension / branch.
+        epsilon: the clip range; mask: [B] 1 = real step.
+
+    Returns:
+        approx_kl: masked mean over steps of ``(r - 1) - log r``, r the ratio of the whole
+            action's probabilities (the product over d: the sum of the log ratios). An
+            unbiased, never negative estimate of the KL (Schulman's "k3"; CleanRL's
+            ``approx_kl``).
+        clip_fraction: the share of the ratios, per step and dimension as the loss clips
+            them, outside ``[1 - epsilon, 1 + epsilon]`` (masked mean over steps of the
+            mean over d).
+    """
+    log_ratio = log_probs - old_log_probs
+    joint = tf.reduce_sum(log_ratio, axis=1)
+    approx_kl = masked_mean(tf.math.expm1(joint) - joint, mask)
+    outside = tf.cast(tf.abs(tf.exp(log_ratio) - 1.0) > epsilon, tf.float32)
+    return approx_kl, masked_mean(tf.reduce_mean(outside, axis=1), mask)
+
+
+def explained_variance(values: Sequence[tf.Tensor], returns: Sequence[tf.Tensor],
+                       mask: tf.Tensor) -> tf.Tensor:
+    """``1 - Var(G - V) / Var(G)`` over the real steps, averaged over reward streams.
+
+    1: the values predict the returns; 0: no better than their mean; negative: worse. A
+    stream whose returns do not vary (Var(G) = 0) counts as 0 rather than dividing by 0.
+    """
+    def variance(x):
+        mean = masked_mean(x, mask)
+        return masked_mean(tf.square(x - mean), mask)
+    out = []
+    for value, target in zip(values, returns):
+        spread = variance(target)
+        out.append(tf.where(spread > 0.0,
+                            1.0 - variance(target - value) / tf.maximum(spread, 1e-30), 0.0))
+    return tf.reduce_mean(tf.stack(out))
+
+
 def value_loss(values: Sequence[tf.Tensor], old_values: Sequence[tf.Tensor],
                returns: Sequence[tf.Tensor], epsilon: tf.Tensor, mask: tf.Tensor,
                clip: bool = True) -> tf.Tensor:
@@ -163,7 +229,7 @@ class PPOOptimizer:
         learned = [p for p in self.reward_providers.values() if p.update_stat_names]
         self.learned_providers = learned
         self.with_next_obs = any(p.needs_next_obs for p in learned)
-        self.stat_names = (*self.LOSS_STAT_NAMES,
+        self.stat_names = (*self.LOSS_STAT_NAMES, APPROX_KL, CLIP_FRACTION,
                            *(n for p in learned for n in p.update_stat_names),
                            *((PRETRAINING_LOSS,) if self.bc is not None else ()))
         self.variables = policy.actor.trainable_variables + self.critic.trainable_variables
@@ -348,15 +414,21 @@ class PPOOptimizer:
                 lambda i, total: (i + 1, total + self.bc.update_step(bc.index[i])),
                 (tf.constant(0), tf.constant(0.0)))
             stats[PRETRAINING_LOSS] = bc_total / tf.cast(tf.maximum(bc.count, 1), tf.float32)
-        finite = self._guard.restore_unless_finite(saved, list(stats.values()))
+        # The diagnostics are not checked: a ratio overflowing the KL estimate refuses no
+        # update whose losses and weights are finite.
+        finite = self._guard.restore_unless_finite(
+            saved, [v for k, v in stats.items() if k not in (APPROX_KL, CLIP_FRACTION)])
+        stats[EXPLAINED_VARIANCE] = explained_variance(buffer.old_values, buffer.returns,
+                                                       buffer.loss_mask)
         # The new weights leave with the stats: the acting side needs them next, and
         # reading them in a call of their own costs more than the copy.
         return stats, self.optimizer.flat_values(self._published), finite
 
     def actor_terms(self, batch: PPOBatch, epsilon: tf.Tensor,
-                    encoding: Optional[tf.Tensor] = None) -> Tuple[tf.Tensor, tf.Tensor]:
-        """The clipped policy loss and the mean entropy of a minibatch (in a tape);
-        ``encoding``: the body's encoding of ``batch.obs`` if already computed."""
+                    encoding: Optional[tf.Tensor] = None) -> ActorTerms:
+        """The clipped policy loss, the mean entropy and the ratio diagnostics of a
+        minibatch (in a tape); ``encoding``: the body's encoding of ``batch.obs`` if
+        already computed."""
         actions = Actions(batch.continuous_action, batch.discrete_action)
         if encoding is not None:
             evaluation = self.policy.actor.action_model.evaluate(encoding, batch.action_mask,
@@ -369,7 +441,11 @@ class PPOOptimizer:
                                evaluation.log_probs_discrete], axis=1)
         p_loss = policy_loss(log_probs, batch.old_log_probs, batch.advantages, epsilon,
                              batch.loss_mask)
-        return p_loss, masked_mean(evaluation.entropy, batch.loss_mask)
+        # Not in the loss: no gradient flows through them.
+        approx_kl, clip_fraction = ratio_diagnostics(
+            tf.stop_gradient(log_probs), batch.old_log_probs, epsilon, batch.loss_mask)
+        return ActorTerms(p_loss, masked_mean(evaluation.entropy, batch.loss_mask),
+                          approx_kl, clip_fraction)
 
     def _update_step(self, batch: PPOBatch, beta: tf.Tensor, epsilon: tf.Tensor):
         """One gradient step on a minibatch (``batch.memory``: [sequences, memory_size])."""
@@ -379,20 +455,21 @@ class PPOOptimizer:
             if self.shared_critic and not self.memory_size:
                 # One pass through the shared body feeds the action and the value heads.
                 encoding, _ = self.policy.actor.body(list(batch.obs))
-                p_loss, entropy = self.actor_terms(batch, epsilon, encoding)
+                terms = self.actor_terms(batch, epsilon, encoding)
                 values = critic.value_heads(encoding)
             else:
-                p_loss, entropy = self.actor_terms(batch, epsilon)
+                terms = self.actor_terms(batch, epsilon)
                 values, _ = critic(list(batch.obs), memory=critic_memory,
                                    sequence_length=self.sequence_length)
             values = [values[name] for name in self.streams]
             v_loss = value_loss(values, batch.old_values, batch.returns, epsilon,
                                 batch.loss_mask, clip=self.hp.clip_value)
+            p_loss, entropy = terms.policy_loss, terms.entropy
             loss = p_loss + 0.5 * v_loss - beta * entropy
         # Clipped to max_grad_norm (if set) inside the optimizer, on the flat gradient.
         self.optimizer.apply_gradients(zip(tape.gradient(loss, self.variables), self.variables))
         return {"Losses/Policy Loss": tf.abs(p_loss), "Losses/Value Loss": v_loss,
-                "Policy/Update Entropy": entropy}
+                "Policy/Update Entropy": entropy, **terms.diagnostics}
 
     # --- Python side --------------------------------------------------------------------------
     def update(self, buffer: AgentBuffer, step: int, rng: np.random.Generator) -> Dict[str, float]:
