@@ -233,6 +233,7 @@ def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed:
             elif settings[name].init_path:
                 trainers[name].initialize_from(settings[name].init_path)
             stop.check()
+        curriculum = _start_curriculum(options, seed, env, trainers, log)
         if cs.resume:  # every check passed: from here the run trains with these settings
             _record_configuration(options, run_dir, log)
         managers, pool = {}, None
@@ -253,15 +254,16 @@ def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed:
             try:
                 if mode != "inline":
                     env.close()  # it gave the specs; the workers run their own instances
-                    pool = _start_workers(options, mode, seed, trainers, log)
+                    pool = _start_workers(options, mode, seed, trainers, log, curriculum)
                 stop.defer()  # from here a signal stops the loop, and everything saves
                 # Finite data whose sums overflow (rewards of 1e38) end in a refused update,
                 # named in one line; NumPy's warnings on the way would only be noise.
                 with np.errstate(over="ignore", invalid="ignore"):
                     if pool is None:
-                        _loop(env, managers, trainers, stop, options.env_settings.env_path)
+                        _loop(env, managers, trainers, stop, options.env_settings.env_path,
+                              curriculum, log)
                     else:
-                        _loop_workers(pool, trainers, stop)
+                        _loop_workers(pool, trainers, stop, curriculum, log)
             finally:
                 if pool is not None:
                     pool.close()  # before saving: no worker outlives a failed save
@@ -379,7 +381,35 @@ def _save_all(trainers, log, final: bool = False) -> str:
     return "; ".join(parts) or "nothing to save"
 
 
-def _loop(env, managers, trainers, stop, env_id: str = "the environment") -> None:
+def _start_curriculum(options: RunOptions, seed: int, env, trainers, log):
+    """The run's environment parameters wired to its trainers (None without any): the
+    criteria's behaviors checked against the env's, the lessons of a resumed checkpoint
+    restored, each parameter's lesson logged."""
+    from tftrainers.environment_parameters import Curriculum, EnvironmentParameterManager
+    manager = EnvironmentParameterManager(options.environment_parameters, run_seed=seed)
+    if not manager:
+        return None
+    manager.check_behaviors(env.behavior_specs, options.behaviors)
+    try:  # an unknown name is a config error (exit 2), not the env failing mid-run
+        env.set_environment_parameters(manager.samplers())
+    except ValueError as error:
+        raise ConfigError(f"environment_parameters: {error}") from None
+    curriculum = Curriculum(manager, trainers, resume=options.checkpoint_settings.resume)
+    for name in manager.parameters:
+        log(f"[INFO] {manager.describe(name)}")
+    return curriculum
+
+
+def _lessons_changed(curriculum, log) -> None:
+    manager = curriculum.manager
+    for name, lesson in manager.lessons.items():
+        if lesson != curriculum.logged.get(name, 0):
+            log(f"[INFO] {manager.describe(name)}")
+    curriculum.logged = dict(manager.lessons)
+
+
+def _loop(env, managers, trainers, stop, env_id: str = "the environment", curriculum=None,
+          log=print) -> None:
     """Steps until every trainer is done or a stop signal arrives.
 
     Raises:
@@ -395,6 +425,10 @@ def _loop(env, managers, trainers, stop, env_id: str = "the environment") -> Non
     env_step = 0
     behavior = None
     try:
+        if curriculum is not None:
+            call_env("set_environment_parameters()", env.set_environment_parameters,
+                     curriculum.manager.samplers())
+            curriculum.logged = dict(curriculum.manager.lessons)
         call_env("reset()", env.reset)
         while not stop.requested and not all(t.done for t in trainers.values()):
             step_env(env, managers)
@@ -402,6 +436,16 @@ def _loop(env, managers, trainers, stop, env_id: str = "the environment") -> Non
             for behavior, trainer in items:
                 trainer.advance()
             behavior = None
+            if curriculum is not None:
+                changed, reset = curriculum.update()
+                if changed:
+                    _lessons_changed(curriculum, log)
+                    call_env("set_environment_parameters()", env.set_environment_parameters,
+                             curriculum.manager.samplers())
+                    if reset:  # require_reset: every episode ends now, new ones start
+                        for manager in managers.values():
+                            manager.end_episodes()
+                        call_env("reset()", env.reset)
     except EnvCallError as error:  # the env's, not ours (ours pass through as they are)
         raise EnvStepError(f"{env_error_line(env_id, error.call, env_step, error.error)} "
                            f"(--debug shows its traceback)") from error.error
@@ -411,7 +455,7 @@ def _loop(env, managers, trainers, stop, env_id: str = "the environment") -> Non
         raise NonFiniteUpdateError(f"{behavior}: {error}") from error
 
 
-def _start_workers(options: RunOptions, mode: str, seed: int, trainers, log):
+def _start_workers(options: RunOptions, mode: str, seed: int, trainers, log, curriculum=None):
     """Starts ``num_envs`` env workers (processes or Ray actors) acting for every trainer."""
     from tftrainers.acting.worker_pool import ProcessLauncher, RayLauncher, WorkerPool
     from tftrainers.tf_utils.onnx_function import OnnxExportError
@@ -438,6 +482,9 @@ def _start_workers(options: RunOptions, mode: str, seed: int, trainers, log):
         for name, trainer in trainers.items():
             for manager in pool.managers[name]:
                 trainer.subscribe(manager)
+        if curriculum is not None:
+            pool.send_environment_parameters(curriculum.manager.samplers())
+            curriculum.logged = dict(curriculum.manager.lessons)
         pool.start()
     except BaseException:
         pool.close()
@@ -456,7 +503,7 @@ def _workers_summary(pool) -> str:
     return line + "."
 
 
-def _loop_workers(pool, trainers, stop) -> None:
+def _loop_workers(pool, trainers, stop, curriculum=None, log=print) -> None:
     """The learner's loop while env workers step: restart failed workers, let each trainer
     take what arrived (never waiting for a slow worker), until done or a stop signal.
 
@@ -473,6 +520,11 @@ def _loop_workers(pool, trainers, stop) -> None:
             for behavior, trainer in trainers.items():
                 trainer.advance()
             behavior = None
+            if curriculum is not None and curriculum.update()[0]:
+                # Workers apply new values at each area's next reset (require_reset does
+                # not reset them all at once: their episodes are in flight).
+                _lessons_changed(curriculum, log)
+                pool.send_environment_parameters(curriculum.manager.samplers())
             pool.wait(0.05)
     except NonFiniteUpdateError as error:
         raise NonFiniteUpdateError(f"{behavior}: {error}") from error

@@ -7,9 +7,12 @@ from tftrainers.envs.builtin.gridworld import GridWorldEnv
 from tftrainers.envs.builtin.hallway import HallwayEnv
 from tftrainers.envs.builtin.pushblock_collab import PushBlockCollabEnv
 from tftrainers.envs.builtin.pyramids import PyramidsEnv
+from tftrainers.envs.builtin.wall_jump import WallJumpEnv
 
 BUILTIN_ENVS = {cls.name: cls for cls in (Ball3DEnv, BasicEnv, DungeonEscapeEnv, GridWorldEnv,
                                           HallwayEnv, PushBlockCollabEnv, PyramidsEnv)}
+# Its behavior is BigWallJump or SmallWallJump (env arg wall), as in ML-Agents' WallJump.
+BUILTIN_ENVS["WallJump"] = WallJumpEnv
 
 __all__ = ["AreaEnv", "BUILTIN_ENVS", "Ball3DEnv", "BasicEnv", "DungeonEscapeEnv", "GridWorldEnv",
-           "HallwayEnv", "PushBlockCollabEnv", "PyramidsEnv"]
+           "HallwayEnv", "PushBlockCollabEnv", "PyramidsEnv", "WallJumpEnv"]

@@ -1,0 +1,100 @@
+"""WallJump: a 1-D track with a wall to climb, on the pattern of ML-Agents' WallJump, whose
+wall height is an environment parameter (the task its curricula are made for).
+
+Cells 0..15; the agent starts in cells 0..3, a wall stands in cell 8, the goal is cell 15.
+Actions (one branch of 4): stay, left, right, jump. At the wall's face (cell 7) each jump
+climbs one level; any other action there drops the agent to the ground, so a wall of height
+h takes ceil(h) jumps in a row, then a step right over it (a wall of height <= 0 is no
+wall). Reaching the goal gives +1 and ends the episode; every step costs 0.005; 64 steps at
+most (interrupted). Observation: one-hot cell (16), the agent's level / 8, the wall height / 8.
+Best return at height 8: 1 - 0.005 * (7 + 8 + 8) ~= 0.89 from cell 0.
+
+A random policy climbs a wall of height 8 with probability 4^-8 per try at its face: PPO
+alone never sees the goal (docs/guides/environment-parameters.md), while a curriculum that
+raises the wall from [0, 4] to 8 teaches "climb while below the top" on low walls first.
+
+Env arg ``wall``: ``big`` (behavior ``BigWallJump``, parameter ``big_wall_height``,
+default 8) or ``small`` (``SmallWallJump``, ``small_wall_height``, default 4): the names of
+ML-Agents' WallJump, whose curriculum config then runs unchanged.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tftrainers.envs.base import ActionSpec, ActionTuple, ObservationSpec
+from tftrainers.envs.area_env import AreaEnv
+
+LENGTH = 16
+WALL = 8
+GOAL = LENGTH - 1
+MAX_HEIGHT = 8.0  # observation scale
+STEP_PENALTY = 0.005
+STAY, LEFT, RIGHT, JUMP = range(4)
+WALLS = {"big": ("BigWallJump", "big_wall_height", 8.0),
+         "small": ("SmallWallJump", "small_wall_height", 4.0)}
+
+
+class WallJumpEnv(AreaEnv):
+    name = "BigWallJump"
+    agents_per_area = 1
+    default_num_areas = 32
+    max_episode_steps = 64
+    env_arg_defaults = {"wall": ("big", "big", "small")}
+    environment_parameter_defaults = {"big_wall_height": 8.0}
+
+    def __init__(self, seed: int = 0, num_areas: int | None = None, **env_args):
+        wall = env_args.get("wall", "big")
+        if wall in WALLS:  # the behavior and parameter names follow the wall (checked below)
+            self.name, parameter, default = WALLS[wall]
+            self.environment_parameter_defaults = {parameter: default}
+        super().__init__(seed, num_areas, **env_args)
+        self.parameter = next(iter(self.environment_parameter_defaults))
+        self.position = np.zeros(self.n_agents, np.int64)
+        self.level = np.zeros(self.n_agents, np.int64)
+        self.climbs = np.zeros(self.n_agents, np.int64)  # ceil(height) of each agent's wall
+        self._eye = np.eye(LENGTH, dtype=np.float32)
+
+    def _env_id(self) -> str:
+        return "builtin:WallJump"
+
+    def observation_specs(self):
+        return [ObservationSpec((LENGTH + 2,), "cell_level_height")]
+
+    def action_spec(self):
+        return ActionSpec.create_discrete([4])
+
+    def _reset_agents(self, rows):
+        self.position[rows] = self.rng.integers(0, 4, len(rows))
+        self.level[rows] = 0
+        height = self.parameter_values[self.parameter][rows]
+        self.climbs[rows] = np.ceil(np.maximum(height, 0.0)).astype(np.int64)
+
+    def _act(self, rows, actions):
+        action = actions.discrete[:, 0]
+        position, level, climbs = self.position[rows], self.level[rows], self.climbs[rows]
+        at_face = position == WALL - 1
+        on_top = level >= climbs
+        climb = at_face & (action == JUMP) & ~on_top
+        # Right: blocked at the face of a wall not yet topped; left and right move.
+        move = np.where(action == LEFT, -1, np.where(action == RIGHT, 1, 0))
+        move = np.where(at_face & (action == RIGHT) & ~on_top, 0, move)
+        position = np.clip(position + move, 0, GOAL)
+        level = np.where(climb, level + 1, np.where(at_face & (action != JUMP), 0, level))
+        level = np.where(position == WALL - 1, level, 0)  # off the face: on the ground
+        self.position[rows], self.level[rows] = position, level
+        goal = position == GOAL
+        reward = (np.where(goal, 1.0, 0.0) - STEP_PENALTY).astype(np.float32)
+        return reward, goal
+
+    def _observe(self, rows):
+        extra = np.stack([self.level[rows] / MAX_HEIGHT,
+                          self.parameter_values[self.parameter][rows] / MAX_HEIGHT], axis=1)
+        return [np.concatenate([self._eye[self.position[rows]], extra.astype(np.float32)],
+                               axis=1)]
+
+    def _heuristic(self, rows):
+        # Right to the wall, jump until on top, then right to the goal.
+        at_face = self.position[rows] == WALL - 1
+        climbing = at_face & (self.level[rows] < self.climbs[rows])
+        discrete = np.where(climbing, JUMP, RIGHT).astype(np.int32)[:, None]
+        return ActionTuple(np.zeros((len(rows), 0), np.float32), discrete)
