@@ -659,14 +659,33 @@ class LessonSettings(_Settings):
         "When the lesson ends (null for the last lesson).", None)
 
 
+def _named_lesson(lesson: Any) -> Any:
+    """Early ML-Agents 1.x files key each lesson by its name (``- Lesson0: {value: ...}``);
+    it is the same as ``- {name: Lesson0, value: ...}``."""
+    if (isinstance(lesson, Mapping) and len(lesson) == 1
+            and not {"name", "value", "completion_criteria"} & set(lesson)):
+        (name, body), = lesson.items()
+        if isinstance(name, str) and isinstance(body, Mapping) and "name" not in body:
+            return {"name": name, **body}
+    return lesson
+
+
 def _parse_environment_parameters(value: Any, path: str, source: str) -> Any:
     """A number or a sampler is ML-Agents' shorthand for a one-lesson curriculum named
     after the parameter."""
     if not isinstance(value, Mapping):
         return value  # null, or a wrong type the converter reports
-    return {name: given if isinstance(given, Mapping) and "curriculum" in given else
-            {"curriculum": [{"value": given, "name": name, "completion_criteria": None}]}
-            for name, given in value.items()}
+    out = {}
+    for name, given in value.items():
+        if isinstance(given, Mapping) and "curriculum" in given:
+            lessons = given["curriculum"]
+            if isinstance(lessons, list):
+                given = {**given, "curriculum": [_named_lesson(x) for x in lessons]}
+            out[name] = given
+        else:
+            out[name] = {"curriculum": [{"value": given, "name": name,
+                                         "completion_criteria": None}]}
+    return out
 
 
 @dataclass(kw_only=True)

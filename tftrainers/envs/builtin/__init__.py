@@ -10,9 +10,8 @@ from tftrainers.envs.builtin.pyramids import PyramidsEnv
 from tftrainers.envs.builtin.wall_jump import WallJumpEnv
 
 BUILTIN_ENVS = {cls.name: cls for cls in (Ball3DEnv, BasicEnv, DungeonEscapeEnv, GridWorldEnv,
-                                          HallwayEnv, PushBlockCollabEnv, PyramidsEnv)}
-# Its behavior is BigWallJump or SmallWallJump (env arg wall), as in ML-Agents' WallJump.
-BUILTIN_ENVS["WallJump"] = WallJumpEnv
+                                          HallwayEnv, PushBlockCollabEnv, PyramidsEnv,
+                                          WallJumpEnv)}
 
 __all__ = ["AreaEnv", "BUILTIN_ENVS", "Ball3DEnv", "BasicEnv", "DungeonEscapeEnv", "GridWorldEnv",
            "HallwayEnv", "PushBlockCollabEnv", "PyramidsEnv", "WallJumpEnv"]

@@ -13,16 +13,18 @@ A random policy climbs a wall of height 8 with probability 4^-8 per try at its f
 alone never sees the goal (docs/guides/environment-parameters.md), while a curriculum that
 raises the wall from [0, 4] to 8 teaches "climb while below the top" on low walls first.
 
-Env arg ``wall``: ``big`` (behavior ``BigWallJump``, parameter ``big_wall_height``,
-default 8) or ``small`` (``SmallWallJump``, ``small_wall_height``, default 4): the names of
-ML-Agents' WallJump, whose curriculum config then runs unchanged.
+Env arg ``wall``: ``both`` (default: ``num_areas`` areas of each kind, two behaviors, as in
+ML-Agents' WallJump, whose curriculum config then runs unchanged), ``big`` (behavior
+``BigWallJump``, parameter ``big_wall_height``, default 8) or ``small`` (``SmallWallJump``,
+``small_wall_height``, default 4).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from tftrainers.envs.base import ActionSpec, ActionTuple, ObservationSpec
-from tftrainers.envs.area_env import AreaEnv
+from tftrainers.envs.base import ActionSpec, ActionTuple, BaseEnv, ObservationSpec
+from tftrainers.envs.area_env import AreaEnv, parse_env_args
+from tftrainers.envs.parameters import check_parameter_names
 
 LENGTH = 16
 WALL = 8
@@ -34,7 +36,9 @@ WALLS = {"big": ("BigWallJump", "big_wall_height", 8.0),
          "small": ("SmallWallJump", "small_wall_height", 4.0)}
 
 
-class WallJumpEnv(AreaEnv):
+class WallJumpArea(AreaEnv):
+    """The areas of one kind of wall (one behavior)."""
+
     name = "BigWallJump"
     agents_per_area = 1
     default_num_areas = 32
@@ -98,3 +102,72 @@ class WallJumpEnv(AreaEnv):
         climbing = at_face & (self.level[rows] < self.climbs[rows])
         discrete = np.where(climbing, JUMP, RIGHT).astype(np.int32)[:, None]
         return ActionTuple(np.zeros((len(rows), 0), np.float32), discrete)
+
+
+class WallJumpEnv(BaseEnv):
+    """``builtin:WallJump``: the big-wall areas, the small-wall areas, or both (env arg
+    ``wall``), each kind its own behavior (see the module docstring)."""
+
+    name = "WallJump"
+    default_num_areas = WallJumpArea.default_num_areas
+    max_episode_steps = WallJumpArea.max_episode_steps
+    env_arg_defaults = {"wall": ("both", "both", "big", "small")}
+
+    @classmethod
+    def _env_arg_defaults(cls):
+        return {**cls.env_arg_defaults, "step_latency_ms": 0.0, "unity_steps": False}
+
+    def __init__(self, seed: int = 0, num_areas: int | None = None, **env_args):
+        args = parse_env_args(self.name, env_args, self._env_arg_defaults())
+        walls = ("big", "small") if args["wall"] == "both" else (args["wall"],)
+        rest = {k: v for k, v in env_args.items() if k != "wall"}
+        self.envs = {}
+        for k, wall in enumerate(walls):
+            env = WallJumpArea(seed + 1000 * k, num_areas, wall=wall, **rest)
+            self.envs[env.name] = env
+
+    def _env(self, behavior_name: str) -> WallJumpArea:
+        if behavior_name not in self.envs:
+            raise KeyError(f"{self!r} has no behavior '{behavior_name}'; its behaviors: "
+                           f"{', '.join(self.envs)}")
+        return self.envs[behavior_name]
+
+    @property
+    def behavior_specs(self):
+        return {name: spec for env in self.envs.values()
+                for name, spec in env.behavior_specs.items()}
+
+    @property
+    def environment_parameter_names(self):
+        return tuple(n for env in self.envs.values() for n in env.environment_parameter_names)
+
+    def set_environment_parameters(self, parameters) -> None:
+        check_parameter_names("builtin:WallJump", self.environment_parameter_names, parameters)
+        super().set_environment_parameters(parameters)
+        for env in self.envs.values():
+            env.set_environment_parameters({n: v for n, v in parameters.items()
+                                            if n in env.environment_parameter_names})
+
+    def reset(self) -> None:
+        for env in self.envs.values():
+            env.reset()
+
+    def step(self) -> None:
+        for env in self.envs.values():
+            env.step()
+
+    def get_steps(self, behavior_name):
+        return self._env(behavior_name).get_steps(behavior_name)
+
+    def set_actions(self, behavior_name, actions) -> None:
+        self._env(behavior_name).set_actions(behavior_name, actions)
+
+    def heuristic(self, behavior_name, decision_steps):
+        return self._env(behavior_name).heuristic(behavior_name, decision_steps)
+
+    def close(self) -> None:
+        for env in self.envs.values():
+            env.close()
+
+    def __repr__(self) -> str:
+        return f"builtin:WallJump({', '.join(map(repr, self.envs.values()))})"
