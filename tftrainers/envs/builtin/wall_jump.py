@@ -3,14 +3,15 @@ wall height is an environment parameter (the task its curricula are made for).
 
 Cells 0..15; the agent starts in cells 0..3, a wall stands in cell 8, the goal is cell 15.
 Actions (one branch of 4): stay, left, right, jump. At the wall's face (cell 7) each jump
-climbs one level; any other action there drops the agent to the ground, so a wall of height
-h takes ceil(h) jumps in a row, then a step right over it (a wall of height <= 0 is no
-wall). Reaching the goal gives +1 and ends the episode; every step costs 0.005; 64 steps at
-most (interrupted). Observation: one-hot cell (16), the agent's level / 8, the wall height / 8.
-Best return at height 8: 1 - 0.005 * (7 + 8 + 8) ~= 0.89 from cell 0.
+climbs 2/3 of a height unit; any other action there drops the agent to the ground, so a wall
+of height h takes ceil(1.5 h) jumps in a row (12 for h = 8), then a step right over it (a
+wall of height <= 0 is no wall). Reaching the goal gives +1 and ends the episode; every step
+costs 0.005; 64 steps at most (interrupted). Observation: one-hot cell (16), the jumps made
+at the face / 12, the wall height / 8. Best return at height 8 from cell 0:
+1 - 0.005 * (7 + 12 + 8) = 0.865.
 
-A random policy climbs a wall of height 8 with probability 4^-8 per try at its face: PPO
-alone never sees the goal (docs/guides/environment-parameters.md), while a curriculum that
+A random policy climbs a wall of height 8 with probability 4^-12 per try at its face: PPO
+alone does not see the goal (docs/guides/environment-parameters.md), while a curriculum that
 raises the wall from [0, 4] to 8 teaches "climb while below the top" on low walls first.
 
 Env arg ``wall``: ``both`` (default: ``num_areas`` areas of each kind, two behaviors, as in
@@ -29,7 +30,9 @@ from tftrainers.envs.parameters import check_parameter_names
 LENGTH = 16
 WALL = 8
 GOAL = LENGTH - 1
-MAX_HEIGHT = 8.0  # observation scale
+MAX_HEIGHT = 8.0  # observation scale of the wall height
+JUMPS_PER_HEIGHT = 1.5  # a jump climbs 2/3 of a height unit
+MAX_JUMPS = 12.0  # observation scale of the jumps made (a wall of height 8)
 STEP_PENALTY = 0.005
 STAY, LEFT, RIGHT, JUMP = range(4)
 WALLS = {"big": ("BigWallJump", "big_wall_height", 8.0),
@@ -55,7 +58,7 @@ class WallJumpArea(AreaEnv):
         self.parameter = next(iter(self.environment_parameter_defaults))
         self.position = np.zeros(self.n_agents, np.int64)
         self.level = np.zeros(self.n_agents, np.int64)
-        self.climbs = np.zeros(self.n_agents, np.int64)  # ceil(height) of each agent's wall
+        self.climbs = np.zeros(self.n_agents, np.int64)  # jumps each agent's wall takes
         self._eye = np.eye(LENGTH, dtype=np.float32)
 
     def _env_id(self) -> str:
@@ -71,7 +74,8 @@ class WallJumpArea(AreaEnv):
         self.position[rows] = self.rng.integers(0, 4, len(rows))
         self.level[rows] = 0
         height = self.parameter_values[self.parameter][rows]
-        self.climbs[rows] = np.ceil(np.maximum(height, 0.0)).astype(np.int64)
+        self.climbs[rows] = np.ceil(JUMPS_PER_HEIGHT * np.maximum(height, 0.0) - 1e-9
+                                    ).astype(np.int64)
 
     def _act(self, rows, actions):
         action = actions.discrete[:, 0]
@@ -91,7 +95,7 @@ class WallJumpArea(AreaEnv):
         return reward, goal
 
     def _observe(self, rows):
-        extra = np.stack([self.level[rows] / MAX_HEIGHT,
+        extra = np.stack([self.level[rows] / MAX_JUMPS,
                           self.parameter_values[self.parameter][rows] / MAX_HEIGHT], axis=1)
         return [np.concatenate([self._eye[self.position[rows]], extra.astype(np.float32)],
                                axis=1)]
