@@ -6,13 +6,16 @@ Actions (one branch of 4): stay, left, right, jump. At the wall's face (cell 7) 
 climbs 2/3 of a height unit; any other action there drops the agent to the ground, so a wall
 of height h takes ceil(1.5 h) jumps in a row (12 for h = 8), then a step right over it (a
 wall of height <= 0 is no wall). Reaching the goal gives +1 and ends the episode; every step
-costs 0.005; 64 steps at most (interrupted). Observation: one-hot cell (16), the jumps made
-at the face / 12, the wall height / 8. Best return at height 8 from cell 0:
-1 - 0.005 * (7 + 12 + 8) = 0.865.
+costs 0.005, and a fall from the wall 0.01 per jump fallen; 64 steps at most (interrupted).
+Observation: one-hot cell (16), the jumps made at the face / 12, the wall height / 8. Best
+return at height 8 from cell 0: 1 - 0.005 * (7 + 12 + 8) = 0.865.
 
-A random policy climbs a wall of height 8 with probability 4^-12 per try at its face: PPO
-alone does not see the goal (docs/guides/environment-parameters.md), while a curriculum that
-raises the wall from [0, 4] to 8 teaches "climb while below the top" on low walls first.
+A random policy climbs a wall of height 8 with probability 4^-12 per try at its face, and
+what it learns from its tries is that climbing costs (the falls): PPO alone does not see the
+goal (docs/guides/environment-parameters.md), while a curriculum that raises the wall from
+[0, 2] to 8 teaches "climb while below the top" on low walls first, where the goal pays for
+the falls. (Without the fall cost, PPO's value estimates of the unvisited higher levels drew
+some runs up the wall without any reward: it solved height 8 alone.)
 
 Env arg ``wall``: ``both`` (default: ``num_areas`` areas of each kind, two behaviors, as in
 ML-Agents' WallJump, whose curriculum config then runs unchanged), ``big`` (behavior
@@ -34,6 +37,7 @@ MAX_HEIGHT = 8.0  # observation scale of the wall height
 JUMPS_PER_HEIGHT = 1.5  # a jump climbs 2/3 of a height unit
 MAX_JUMPS = 12.0  # observation scale of the jumps made (a wall of height 8)
 STEP_PENALTY = 0.005
+FALL_PENALTY = 0.01  # per jump's height fallen
 STAY, LEFT, RIGHT, JUMP = range(4)
 WALLS = {"big": ("BigWallJump", "big_wall_height", 8.0),
          "small": ("SmallWallJump", "small_wall_height", 4.0)}
@@ -89,9 +93,12 @@ class WallJumpArea(AreaEnv):
         position = np.clip(position + move, 0, GOAL)
         level = np.where(climb, level + 1, np.where(at_face & (action != JUMP), 0, level))
         level = np.where(position == WALL - 1, level, 0)  # off the face: on the ground
+        # A fall costs by its height; going over the top (right, into the wall's cell) does not.
+        fallen = np.where(position == WALL, 0, self.level[rows] - level)
         self.position[rows], self.level[rows] = position, level
         goal = position == GOAL
-        reward = (np.where(goal, 1.0, 0.0) - STEP_PENALTY).astype(np.float32)
+        reward = (np.where(goal, 1.0, 0.0) - STEP_PENALTY
+                  - FALL_PENALTY * np.maximum(fallen, 0)).astype(np.float32)
         return reward, goal
 
     def _observe(self, rows):
