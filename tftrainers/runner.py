@@ -146,6 +146,7 @@ def run_training(options: RunOptions, log=print) -> int:
         try:
             stop.check()
             settings = {name: options.settings_for(name) for name in sorted(env.behavior_specs)}
+            parameters = _environment_parameters(options, seed, env)
             # Checked, locked, cleared with --force: before TensorFlow, so a refusal is quick.
             folder = RunFolder.open(options.checkpoint_settings)
             try:
@@ -160,7 +161,7 @@ def run_training(options: RunOptions, log=print) -> int:
                 stop.check()
                 _configure_tensorflow(options, log)
                 stop.check()
-                return _run(options, folder, env, mode, settings, seed, stop, log)
+                return _run(options, folder, env, mode, settings, seed, stop, log, parameters)
             finally:
                 folder.close()
         finally:
@@ -192,7 +193,7 @@ def _configure_tensorflow(options: RunOptions, log) -> None:
 
 
 def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed: int, stop,
-         log) -> int:
+         log, parameters=None) -> int:
     import numpy as np
     from tftrainers.runs import check_compatible
     from tftrainers.trainers.registry import create_trainer
@@ -233,7 +234,7 @@ def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed:
             elif settings[name].init_path:
                 trainers[name].initialize_from(settings[name].init_path)
             stop.check()
-        curriculum = _start_curriculum(options, seed, env, trainers, log)
+        curriculum = _start_curriculum(parameters, options, trainers, log)
         if cs.resume:  # every check passed: from here the run trains with these settings
             _record_configuration(options, run_dir, log)
         managers, pool = {}, None
@@ -381,19 +382,28 @@ def _save_all(trainers, log, final: bool = False) -> str:
     return "; ".join(parts) or "nothing to save"
 
 
-def _start_curriculum(options: RunOptions, seed: int, env, trainers, log):
-    """The run's environment parameters wired to its trainers (None without any): the
-    criteria's behaviors checked against the env's, the lessons of a resumed checkpoint
-    restored, each parameter's lesson logged."""
-    from tftrainers.environment_parameters import Curriculum, EnvironmentParameterManager
+def _environment_parameters(options: RunOptions, seed: int, env):
+    """The run's EnvironmentParameterManager (None without environment_parameters), checked
+    against the env before TensorFlow is imported: the criteria's behaviors, and the names
+    the env reads (an unknown one is a config error, exit 2, not the env failing mid-run)."""
+    from tftrainers.environment_parameters import EnvironmentParameterManager
     manager = EnvironmentParameterManager(options.environment_parameters, run_seed=seed)
     if not manager:
         return None
     manager.check_behaviors(env.behavior_specs, options.behaviors)
-    try:  # an unknown name is a config error (exit 2), not the env failing mid-run
+    try:
         env.set_environment_parameters(manager.samplers())
     except ValueError as error:
         raise ConfigError(f"environment_parameters: {error}") from None
+    return manager
+
+
+def _start_curriculum(manager, options: RunOptions, trainers, log):
+    """The lessons wired to the run's trainers (None without environment_parameters): the
+    lessons of a resumed checkpoint restored, each parameter's lesson logged."""
+    from tftrainers.environment_parameters import Curriculum
+    if manager is None:
+        return None
     curriculum = Curriculum(manager, trainers, resume=options.checkpoint_settings.resume)
     for name in manager.parameters:
         log(f"[INFO] {manager.describe(name)}")
