@@ -391,8 +391,8 @@ def test_walljump_curriculum_learns_and_resumes_its_lesson(tmp_path, capsys):
     # steps without reaching the goal) on the lessons' walls; after a lesson ends the
     # reward drops on the higher walls, so the best summary is compared.
     assert max(float(r["Environment/Cumulative Reward"]) for r in rows) > 0.0, out
-    # Resume for 10k more steps: the lesson continues where the checkpoint left it.
-    behavior["max_steps"] = 50000
+    # Resume for 4k more steps: the lesson continues where the checkpoint left it.
+    behavior["max_steps"] = 44000
     path.write_text(yaml.safe_dump(config))
     assert learn_main(args + ["--resume"]) == 0
     out = capsys.readouterr().out
@@ -400,3 +400,22 @@ def test_walljump_curriculum_learns_and_resumes_its_lesson(tmp_path, capsys):
     n = len(config["environment_parameters"]["big_wall_height"]["curriculum"])
     assert f"in lesson '{lesson['name']}' ({lesson['lesson'] + 1} of {n})" in first, out
     assert lesson_of(run)["lesson"] >= lesson["lesson"]
+
+
+def test_require_reset_ends_every_episode_and_the_run_goes_on(tmp_path, capsys):
+    path = tmp_path / "basic.yaml"
+    path.write_text(yaml.safe_dump({
+        "behaviors": {"Basic": {"trainer_type": "ppo", "max_steps": 600, "summary_freq": 300,
+                                "hyperparameters": {"batch_size": 32, "buffer_size": 128}}},
+        "environment_parameters": {"large_goal_distance": {"curriculum": [
+            {"name": "near", "value": 2,
+             "completion_criteria": {"behavior": "Basic", "measure": "progress",
+                                     "threshold": 0.6, "require_reset": True}},
+            {"name": "far", "value": 7}]}}}))
+    assert learn_main([str(path), "--env", "builtin:Basic", "--run-id", "b", "--seed", "0",
+                       "--results-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "Parameter 'large_goal_distance' is in lesson 'far' (2 of 2)" in out, out
+    with open(tmp_path / "b" / "run_logs" / "Basic.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [float(r["Environment/Lesson Number/large_goal_distance"]) for r in rows] == [0, 1]
