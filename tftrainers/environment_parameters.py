@@ -199,7 +199,15 @@ class Curriculum:
         for name, trainer in self.trainers.items():
             trainer.reward_buffer = collections.deque(maxlen=manager.reward_buffer_size(name))
             trainer.run_state = self.run_state
+        self._announced = dict(manager.lessons)
         self.set_stats()
+
+    def news(self) -> list:
+        """One line per parameter whose lesson changed since the last call (for the log)."""
+        lines = [self.manager.describe(name) for name, lesson in self.manager.lessons.items()
+                 if lesson != self._announced.get(name)]
+        self._announced = dict(self.manager.lessons)
+        return lines
 
     def run_state(self) -> dict:
         return {"environment_parameters": self.manager.state()}

@@ -411,11 +411,8 @@ def _start_curriculum(manager, options: RunOptions, trainers, log):
 
 
 def _lessons_changed(curriculum, log) -> None:
-    manager = curriculum.manager
-    for name, lesson in manager.lessons.items():
-        if lesson != curriculum.logged.get(name, 0):
-            log(f"[INFO] {manager.describe(name)}")
-    curriculum.logged = dict(manager.lessons)
+    for line in curriculum.news():
+        log(f"[INFO] {line}")
 
 
 def _loop(env, managers, trainers, stop, env_id: str = "the environment", curriculum=None,
@@ -438,7 +435,6 @@ def _loop(env, managers, trainers, stop, env_id: str = "the environment", curric
         if curriculum is not None:
             call_env("set_environment_parameters()", env.set_environment_parameters,
                      curriculum.manager.samplers())
-            curriculum.logged = dict(curriculum.manager.lessons)
         call_env("reset()", env.reset)
         while not stop.requested and not all(t.done for t in trainers.values()):
             step_env(env, managers)
@@ -494,7 +490,6 @@ def _start_workers(options: RunOptions, mode: str, seed: int, trainers, log, cur
                 trainer.subscribe(manager)
         if curriculum is not None:
             pool.send_environment_parameters(curriculum.manager.samplers())
-            curriculum.logged = dict(curriculum.manager.lessons)
         pool.start()
     except BaseException:
         pool.close()
