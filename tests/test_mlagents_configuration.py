@@ -30,10 +30,7 @@ def expected_notes(path):
         "limits); env workers here restart as env_settings.max_worker_restarts says",
         "engine_settings is accepted but has no effect here: Unity player settings (window, "
         "quality, time scale, frame rates, graphics); built-in and gym environments have no "
-        "player",
-        "environment_parameters is accepted but has no effect here: Unity scene parameters "
-        "(samplers, curriculum lessons) sent through a side channel; built-in and gym "
-        "environments take env_args instead")]
+        "player")]
 
 
 def test_ml_agents_resolved_configuration_runs_unchanged(tmp_path, capsys):

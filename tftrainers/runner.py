@@ -153,6 +153,7 @@ def run_training(options: RunOptions, log=print) -> int:
         try:
             stop.check()
             settings = {name: options.settings_for(name) for name in sorted(env.behavior_specs)}
+            parameters = _environment_parameters(options, seed, env)
             # Checked, locked, cleared with --force: before TensorFlow, so a refusal is quick.
             folder = RunFolder.open(options.checkpoint_settings)
             try:
@@ -168,7 +169,7 @@ def run_training(options: RunOptions, log=print) -> int:
                 with TIMERS.timed("import tensorflow"):
                     _configure_tensorflow(options, log)
                 stop.check()
-                return _run(options, folder, env, mode, settings, seed, stop, log)
+                return _run(options, folder, env, mode, settings, seed, stop, log, parameters)
             finally:
                 folder.close()
         finally:
@@ -231,7 +232,7 @@ def _configure_tensorflow(options: RunOptions, log) -> None:
 
 
 def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed: int, stop,
-         log) -> int:
+         log, parameters=None) -> int:
     import time
     import numpy as np
     from tftrainers.runs import check_compatible
@@ -275,6 +276,7 @@ def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed:
                 trainers[name].initialize_from(settings[name].init_path)
             stop.check()
         TIMERS.add("create trainers", time.perf_counter() - creating)
+        curriculum = _start_curriculum(parameters, options, trainers, log)
         if cs.resume:  # every check passed: from here the run trains with these settings
             _record_configuration(options, run_dir, log)
         managers, pool = {}, None
@@ -296,15 +298,16 @@ def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed:
                 if mode != "inline":
                     env.close()  # it gave the specs; the workers run their own instances
                     with TIMERS.timed("launch workers"):
-                        pool = _start_workers(options, mode, seed, trainers, log)
+                        pool = _start_workers(options, mode, seed, trainers, log, curriculum)
                 stop.defer()  # from here a signal stops the loop, and everything saves
                 # Finite data whose sums overflow (rewards of 1e38) end in a refused update,
                 # named in one line; NumPy's warnings on the way would only be noise.
                 with np.errstate(over="ignore", invalid="ignore"):
                     if pool is None:
-                        _loop(env, managers, trainers, stop, options.env_settings.env_path)
+                        _loop(env, managers, trainers, stop, options.env_settings.env_path,
+                              curriculum, log)
                     else:
-                        _loop_workers(pool, trainers, stop)
+                        _loop_workers(pool, trainers, stop, curriculum, log)
             finally:
                 if pool is not None:
                     pool.close()  # before saving: no worker outlives a failed save
@@ -423,7 +426,41 @@ def _save_all(trainers, log, final: bool = False) -> str:
     return "; ".join(parts) or "nothing to save"
 
 
-def _loop(env, managers, trainers, stop, env_id: str = "the environment") -> None:
+def _environment_parameters(options: RunOptions, seed: int, env):
+    """The run's EnvironmentParameterManager (None without environment_parameters), checked
+    against the env before TensorFlow is imported: the criteria's behaviors, and the names
+    the env reads (an unknown one is a config error, exit 2, not the env failing mid-run)."""
+    from tftrainers.environment_parameters import EnvironmentParameterManager
+    manager = EnvironmentParameterManager(options.environment_parameters, run_seed=seed)
+    if not manager:
+        return None
+    manager.check_behaviors(env.behavior_specs, options.behaviors)
+    try:
+        env.set_environment_parameters(manager.samplers())
+    except ValueError as error:
+        raise ConfigError(f"environment_parameters: {error}") from None
+    return manager
+
+
+def _start_curriculum(manager, options: RunOptions, trainers, log):
+    """The lessons wired to the run's trainers (None without environment_parameters): the
+    lessons of a resumed checkpoint restored, each parameter's lesson logged."""
+    from tftrainers.environment_parameters import Curriculum
+    if manager is None:
+        return None
+    curriculum = Curriculum(manager, trainers, resume=options.checkpoint_settings.resume)
+    for name in manager.parameters:
+        log(f"[INFO] {manager.describe(name)}")
+    return curriculum
+
+
+def _lessons_changed(curriculum, log) -> None:
+    for line in curriculum.news():
+        log(f"[INFO] {line}")
+
+
+def _loop(env, managers, trainers, stop, env_id: str = "the environment", curriculum=None,
+          log=print) -> None:
     """Steps until every trainer is done or a stop signal arrives.
 
     Raises:
@@ -439,6 +476,9 @@ def _loop(env, managers, trainers, stop, env_id: str = "the environment") -> Non
     env_step = 0
     behavior = None
     try:
+        if curriculum is not None:
+            call_env("set_environment_parameters()", env.set_environment_parameters,
+                     curriculum.manager.samplers())
         call_env("reset()", env.reset)
         while not stop.requested and not all(t.done for t in trainers.values()):
             step_env(env, managers)
@@ -448,6 +488,16 @@ def _loop(env, managers, trainers, stop, env_id: str = "the environment") -> Non
             for behavior, trainer in items:
                 trainer.advance()
             behavior = None
+            if curriculum is not None:
+                changed, reset = curriculum.update()
+                if changed:
+                    _lessons_changed(curriculum, log)
+                    call_env("set_environment_parameters()", env.set_environment_parameters,
+                             curriculum.manager.samplers())
+                    if reset:  # require_reset: every episode ends now, new ones start
+                        for manager in managers.values():
+                            manager.end_episodes()
+                        call_env("reset()", env.reset)
     except EnvCallError as error:  # the env's, not ours (ours pass through as they are)
         raise EnvStepError(f"{env_error_line(env_id, error.call, env_step, error.error)} "
                            f"(--debug shows its traceback)") from error.error
@@ -457,7 +507,7 @@ def _loop(env, managers, trainers, stop, env_id: str = "the environment") -> Non
         raise NonFiniteUpdateError(f"{behavior}: {error}") from error
 
 
-def _start_workers(options: RunOptions, mode: str, seed: int, trainers, log):
+def _start_workers(options: RunOptions, mode: str, seed: int, trainers, log, curriculum=None):
     """Starts ``num_envs`` env workers (processes or Ray actors) acting for every trainer."""
     from tftrainers.acting.worker_pool import ProcessLauncher, RayLauncher, WorkerPool
     from tftrainers.tf_utils.onnx_function import OnnxExportError
@@ -484,6 +534,8 @@ def _start_workers(options: RunOptions, mode: str, seed: int, trainers, log):
         for name, trainer in trainers.items():
             for manager in pool.managers[name]:
                 trainer.subscribe(manager)
+        if curriculum is not None:
+            pool.send_environment_parameters(curriculum.manager.samplers())
         pool.start()
     except BaseException:
         pool.close()
@@ -514,7 +566,7 @@ def _time_worker_start(pool) -> bool:
     return True
 
 
-def _loop_workers(pool, trainers, stop) -> None:
+def _loop_workers(pool, trainers, stop, curriculum=None, log=print) -> None:
     """The learner's loop while env workers step: restart failed workers, let each trainer
     take what arrived (never waiting for a slow worker), until done or a stop signal.
 
@@ -537,6 +589,11 @@ def _loop_workers(pool, trainers, stop) -> None:
             for behavior, trainer in trainers.items():
                 trainer.advance()
             behavior = None
+            if curriculum is not None and curriculum.update()[0]:
+                # Workers apply new values at each area's next reset (require_reset does
+                # not reset them all at once: their episodes are in flight).
+                _lessons_changed(curriculum, log)
+                pool.send_environment_parameters(curriculum.manager.samplers())
             pool.wait(0.05)
     except NonFiniteUpdateError as error:
         raise NonFiniteUpdateError(f"{behavior}: {error}") from error

@@ -663,14 +663,33 @@ class LessonSettings(_Settings):
         "When the lesson ends (null for the last lesson).", None)
 
 
+def _named_lesson(lesson: Any) -> Any:
+    """Early ML-Agents 1.x files key each lesson by its name (``- Lesson0: {value: ...}``);
+    it is the same as ``- {name: Lesson0, value: ...}``."""
+    if (isinstance(lesson, Mapping) and len(lesson) == 1
+            and not {"name", "value", "completion_criteria"} & set(lesson)):
+        (name, body), = lesson.items()
+        if isinstance(name, str) and isinstance(body, Mapping) and "name" not in body:
+            return {"name": name, **body}
+    return lesson
+
+
 def _parse_environment_parameters(value: Any, path: str, source: str) -> Any:
     """A number or a sampler is ML-Agents' shorthand for a one-lesson curriculum named
     after the parameter."""
     if not isinstance(value, Mapping):
         return value  # null, or a wrong type the converter reports
-    return {name: given if isinstance(given, Mapping) and "curriculum" in given else
-            {"curriculum": [{"value": given, "name": name, "completion_criteria": None}]}
-            for name, given in value.items()}
+    out = {}
+    for name, given in value.items():
+        if isinstance(given, Mapping) and "curriculum" in given:
+            lessons = given["curriculum"]
+            if isinstance(lessons, list):
+                given = {**given, "curriculum": [_named_lesson(x) for x in lessons]}
+            out[name] = given
+        else:
+            out[name] = {"curriculum": [{"value": given, "name": name,
+                                         "completion_criteria": None}]}
+    return out
 
 
 @dataclass(kw_only=True)
@@ -687,6 +706,27 @@ class EnvironmentParameterSettings(_Settings):
             if lesson.completion_criteria is None:
                 fail(f"curriculum[{i}].completion_criteria", "is missing",
                      "completion_criteria on every lesson but the last")
+        last = len(self.curriculum) - 1
+        if len(self.curriculum) > 1 and self.curriculum[last].completion_criteria is not None:
+            # ML-Agents ignores it with a warning; a final lesson that looks like it could
+            # end is a mistake in the file (a lesson missing after it), so say so.
+            fail(f"curriculum[{last}].completion_criteria", "is set on the last lesson, so "
+                 "the curriculum has no final lesson", "no completion_criteria on the last "
+                 "lesson (add the lesson it should lead to)")
+
+
+def _check_criteria_behaviors(options: "RunOptions", source: str) -> None:
+    """A completion criterion must name a behavior the run trains: one of ``behaviors``
+    (any name when default_settings trains whatever the env exposes; the env checks it)."""
+    if not options.environment_parameters or options.default_settings is not None:
+        return
+    for name, parameter in options.environment_parameters.items():
+        for i, lesson in enumerate(parameter.curriculum[:-1]):
+            behavior = lesson.completion_criteria.behavior
+            if behavior not in options.behaviors:
+                _fail(source, f"environment_parameters.{name}.curriculum[{i}]."
+                      f"completion_criteria.behavior", f"{_show(behavior)} is not a behavior "
+                      f"of this config", ", ".join(options.behaviors) or "(no behaviors)")
 
 
 # -------------------------------------------------------------------------- run options
@@ -710,10 +750,9 @@ class RunOptions(_Settings):
                                                    factory=CheckpointSettings)
     tf_settings: TFSettings = _opt("TensorFlow device placement.", factory=TFSettings)
     environment_parameters: Optional[Dict[str, EnvironmentParameterSettings]] = _opt(
-        "Environment parameters: a value, a sampler or a curriculum of lessons each.", None,
-        parse=_parse_environment_parameters,
-        inert="Unity scene parameters (samplers, curriculum lessons) sent through a side "
-              "channel; built-in and gym environments take env_args instead")
+        "Environment parameters: a value, a sampler or a curriculum of lessons each; the env "
+        "draws a fresh value at each episode start (docs/guides/environment-parameters.md).",
+        None, parse=_parse_environment_parameters)
     debug: bool = _opt("Log debug messages.", False,
                        inert="tftrainers writes no debug log")
 
@@ -764,6 +803,7 @@ class RunOptions(_Settings):
                     notes.append(_Note(f"behaviors.{name}.network_settings.deterministic",
                                        "has no effect while training: it applies with "
                                        "--inference (and tftrainers-evaluate --deterministic)"))
+        _check_criteria_behaviors(options, source)
         options._source = source
         options._notes = _note_lines(source, notes)
         return options

@@ -170,12 +170,13 @@ def test_seeds_reproduce_trajectories(name):
         env = make(f"builtin:{name}", seed=seed, num_areas=2)
         rng = np.random.default_rng(0)
         env.reset()
-        spec = env.behavior_specs[name]
+        behavior = next(iter(env.behavior_specs))  # WallJump's is BigWallJump
+        spec = env.behavior_specs[behavior]
         trace = []
         for _ in range(60):
-            decision, terminal = env.get_steps(name)
+            decision, terminal = env.get_steps(behavior)
             trace += [decision.obs[0].copy(), decision.reward.copy(), terminal.reward.copy()]
-            env.set_actions(name, spec.action_spec.random_action(len(decision), rng,
+            env.set_actions(behavior, spec.action_spec.random_action(len(decision), rng,
                                                                  decision.action_mask))
             env.step()
         return trace

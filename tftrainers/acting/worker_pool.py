@@ -277,6 +277,7 @@ class WorkerPool:
             for name in self.behaviors}
         self._latest = {name: b.update for name, b in self.behaviors.items()}
         self._recording = {name: b.recording for name, b in self.behaviors.items()}
+        self._environment_parameters: Optional[dict] = None
         self.slots = [_Slot(k) for k in range(self.num_envs)]
         self._next_serial = self.num_envs
         self._lock = threading.RLock()
@@ -381,7 +382,23 @@ class WorkerPool:
                                       recording=self._recording[name],
                                       steps_per_version=self._share(b.steps_per_version))
                      for name, b in self.behaviors.items()}
-        return WorkerSetup(self.env_id, self.env_args, self.num_areas, slot.seed, behaviors)
+        return WorkerSetup(self.env_id, self.env_args, self.num_areas, slot.seed, behaviors,
+                           environment_parameters=self._parameters_for(slot.index))
+
+    def _parameters_for(self, index: int) -> Optional[dict]:
+        from tftrainers.envs.parameters import for_worker
+        if self._environment_parameters is None:
+            return None
+        return for_worker(self._environment_parameters, index)
+
+    def send_environment_parameters(self, samplers: dict) -> None:
+        """New environment parameters (a lesson changed) to every worker, each reseeded for
+        its index (``envs.parameters.worker_sampler_seed``); workers that start later get
+        them with their setup."""
+        with self._lock:
+            self._environment_parameters = dict(samplers)
+            for slot in self.slots:
+                self._send(slot, ("environment_parameters", self._parameters_for(slot.index)))
 
     def _share(self, steps: int) -> int:
         """A worker's share of the steps one weight version may act: twice an even share,

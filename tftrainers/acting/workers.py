@@ -69,6 +69,8 @@ class WorkerSetup(NamedTuple):
     seed: int
     behaviors: Dict[str, BehaviorSetup]
     heartbeat_s: float = HEARTBEAT_S
+    # name -> sampler (envs.parameters), already seeded for this worker; set before reset.
+    environment_parameters: Optional[Dict[str, Any]] = None
 
 
 def worker_seed(seed: int, index: int, serial: int) -> int:
@@ -158,6 +160,9 @@ class _Worker:
             sent = dict.fromkeys(managers, 0)  # steps sent since the weights in use came
             outbox: List[tuple] = []
             last_send = time.monotonic()
+            if setup.environment_parameters:
+                call_env("set_environment_parameters()", env.set_environment_parameters,
+                         setup.environment_parameters)
             call_env("reset()", env.reset)
             while not self.stop.is_set():
                 if self.inbox:
@@ -172,6 +177,9 @@ class _Worker:
                                 sent[name] = 0
                         elif message[0] == "stop_recording":
                             managers[message[1]].stop_recording()
+                        elif message[0] == "environment_parameters":  # a lesson changed
+                            call_env("set_environment_parameters()",
+                                     env.set_environment_parameters, message[1])
                 limited = [name for name, m in managers.items()
                            if m.recording and budget[name] > 0]
                 if limited and all(sent[name] >= budget[name] for name in limited):

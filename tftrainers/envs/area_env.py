@@ -38,6 +38,7 @@ from tftrainers.envs.base import (ActionSpec, ActionTuple, BaseEnv, BehaviorSpec
                                   DecisionSteps, ObservationSpec, TerminalSteps,
                                   validate_actions)
 from tftrainers.envs.checks import check_agent_memory
+from tftrainers.envs.parameters import check_parameter_names
 
 
 def assemble_steps(spec: BehaviorSpec, observe: Callable[[np.ndarray], List[np.ndarray]],
@@ -121,6 +122,11 @@ class AreaEnv(BaseEnv):
     max_episode_steps: int = 100
     # env arg -> default, or (default, choice, ...) for a fixed set of choices
     env_arg_defaults: Mapping[str, Any] = {}
+    #: Environment parameters the env reads -> the value it uses when the run sets none.
+    #: A sampler set for one (``set_environment_parameters``) is drawn once per area at
+    #: each reset of the area, before ``_reset_agents``; the env reads the value of row r
+    #: as ``self.parameter_values[name][r]`` (the same for every agent of an area).
+    environment_parameter_defaults: Mapping[str, float] = {}
     # The env's own per-agent state besides observations (a generous guess for the memory
     # check: a few float64 vectors).
     state_bytes_per_agent: int = 256
@@ -148,6 +154,9 @@ class AreaEnv(BaseEnv):
         self._decision_rows = self._all_rows
         self._steps: Tuple[DecisionSteps, TerminalSteps] | None = None
         self._group_ids: np.ndarray | None = None  # [rows] int32 when agents form groups
+        self.parameter_values: Dict[str, np.ndarray] = {
+            name: np.full(self.n_agents, float(value))
+            for name, value in self.environment_parameter_defaults.items()}
 
     @classmethod
     def _env_arg_defaults(cls) -> Mapping[str, Any]:
@@ -207,7 +216,16 @@ class AreaEnv(BaseEnv):
     def behavior_specs(self) -> Mapping[str, BehaviorSpec]:
         return {self.name: self._spec}
 
+    @property
+    def environment_parameter_names(self) -> Tuple[str, ...]:
+        return tuple(self.environment_parameter_defaults)
+
+    def set_environment_parameters(self, parameters) -> None:
+        check_parameter_names(self._env_id(), self.environment_parameter_names, parameters)
+        super().set_environment_parameters(parameters)
+
     def reset(self) -> None:
+        self._draw_parameters(self._all_rows)
         self._reset_agents(self._all_rows)
         self._episode_steps[:] = 0
         self._ended[:] = False
@@ -270,8 +288,20 @@ class AreaEnv(BaseEnv):
 
     # --- helpers ------------------------------------------------------------
     def _restart(self, rows: np.ndarray) -> None:
+        self._draw_parameters(rows)
         self._reset_agents(rows)
         self._episode_steps[rows] = 0
+
+    def _draw_parameters(self, rows: np.ndarray) -> None:
+        """A fresh value of every sampled parameter for each area of ``rows`` (a reset)."""
+        samplers = getattr(self, "_environment_parameters", None)
+        if not samplers or not len(rows):
+            return
+        areas, inverse = np.unique(np.asarray(rows) // self.agents_per_area,
+                                   return_inverse=True)
+        for name, sampler in samplers.items():
+            values = self.parameter_values.setdefault(name, np.full(self.n_agents, np.nan))
+            values[rows] = sampler.sample(len(areas))[inverse]
 
     def _assemble(self, acting, reward, ending, interrupted, restarting, group_reward,
                   reset=None):

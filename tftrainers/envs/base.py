@@ -38,6 +38,9 @@ from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
+from tftrainers.envs.parameters import (ParameterValue, Sampler, as_sampler,
+                                        check_parameter_names)
+
 
 class ObservationKind(enum.Enum):
     VECTOR = "vector"  # [size]
@@ -246,6 +249,32 @@ class BaseEnv(abc.ABC):
     @abc.abstractmethod
     def set_actions(self, behavior_name: str, actions: ActionTuple) -> None:
         """Actions for every agent in the current decision steps, in their order."""
+
+    #: The environment parameters this env reads (``environment_parameters`` in a run's
+    #: config, docs/guides/environments-api.md#environment-parameters); none by default.
+    environment_parameter_names: Tuple[str, ...] = ()
+
+    def set_environment_parameters(self, parameters: Mapping[str, ParameterValue]) -> None:
+        """The values (numbers) or samplers (``envs.parameters``) of environment parameters.
+
+        The run calls it before the first ``reset()`` and again when a curriculum lesson
+        changes; an env reads the parameters where a Unity scene would (when an episode
+        begins), drawing a fresh value from a sampler each time. The new definitions
+        replace the old ones for the names given; the others keep theirs.
+
+        Raises:
+            ValueError: one line, for a name not in ``environment_parameter_names``.
+        """
+        check_parameter_names(type(self).__name__, tuple(self.environment_parameter_names),
+                              parameters)
+        current = dict(getattr(self, "_environment_parameters", {}))
+        current.update({name: as_sampler(value) for name, value in parameters.items()})
+        self._environment_parameters = current
+
+    @property
+    def environment_parameters(self) -> Mapping[str, Sampler]:
+        """The parameters set so far (name -> sampler)."""
+        return dict(getattr(self, "_environment_parameters", {}))
 
     def heuristic(self, behavior_name: str, decision_steps: DecisionSteps) -> ActionTuple:
         """The teacher policy (Unity's ``Heuristic()``); it may read the env's hidden state."""

@@ -10,7 +10,11 @@ The behavior is named after the env id. Spaces map onto the env API as follows:
   branches, ``Box`` continuous (the policy's [-1, 1] is rescaled to finite bounds), and a
   ``Tuple`` of these is a hybrid action.
 - ``truncated`` becomes ``interrupted``; copy ``i`` is seeded with ``seed + i`` on its
-  first reset. Like gymnasium's next-step autoreset, a copy whose episode ended sits out
+  first reset.
+- environment parameters (docs/guides/environments-api.md#environment-parameters): an env
+  whose ``unwrapped`` declares ``environment_parameter_names`` (a tuple of str) and has
+  ``set_environment_parameters(values: Mapping[str, float])`` gets, before each of its
+  copy's resets, one value drawn for that copy from each parameter's sampler. Like gymnasium's next-step autoreset, a copy whose episode ended sits out
   the next step and then asks for its first decision of the new episode.
 """
 from __future__ import annotations
@@ -254,8 +258,16 @@ class GymEnv(AreaEnv):
         return EnvDataError(f"{where}: the observations from the env do not fit its "
                             f"observation space {self.envs[0].observation_space} ({error})")
 
+    @property
+    def environment_parameter_names(self):
+        return tuple(getattr(self.envs[0].unwrapped, "environment_parameter_names", ()))
+
     def _reset_agents(self, rows):
+        names = list(self.environment_parameters)
         for row in rows:
+            if names:  # drawn for this copy by _draw_parameters, just before
+                self.envs[row].unwrapped.set_environment_parameters(
+                    {name: float(self.parameter_values[name][row]) for name in names})
             seed = None if self._seeded[row] else self._seed + int(row)
             self._seeded[row] = True
             obs, _ = self.envs[row].reset(seed=seed)

@@ -42,6 +42,16 @@ class MultiEnv(BaseEnv):
     def behavior_specs(self) -> Mapping[str, BehaviorSpec]:
         return self._specs
 
+    @property
+    def environment_parameter_names(self):
+        return tuple(self.envs[0].environment_parameter_names)
+
+    def set_environment_parameters(self, parameters) -> None:
+        """Every instance gets them, instance ``k`` with its own sampler seeds."""
+        from tftrainers.envs.parameters import for_worker
+        for k, env in enumerate(self.envs):
+            env.set_environment_parameters(for_worker(parameters, k))
+
     def reset(self) -> None:
         for env in self.envs:
             env.reset()

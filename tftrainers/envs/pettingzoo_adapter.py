@@ -23,6 +23,10 @@ first reset.
   ``Discrete``, ``MultiDiscrete``, ``MultiBinary``, ``Dict`` and ``Tuple`` observations;
   ``Discrete``, ``MultiDiscrete``, ``MultiBinary``, ``Box`` and ``Tuple`` actions. No
   action masks are read.
+- Environment parameters (docs/guides/environments-api.md#environment-parameters): a
+  parallel env that declares ``environment_parameter_names`` (a tuple of str) and has
+  ``set_environment_parameters(values: Mapping[str, float])`` gets, before each reset of a
+  copy, one value drawn for that copy from each parameter's sampler.
 """
 from __future__ import annotations
 
@@ -166,10 +170,18 @@ class PettingZooEnv(BaseEnv):
                            f"{', '.join(self._behaviors)}")
         return self._behaviors[name]
 
+    @property
+    def environment_parameter_names(self):
+        return tuple(getattr(self.envs[0], "environment_parameter_names", ()))
+
     def _reset_copies(self, copies) -> Dict[_Behavior, List[int]]:
         """Resets ``copies``; returns, per behavior, the rows of their agents."""
         started: Dict[_Behavior, List[int]] = {b: [] for b in self._behaviors.values()}
+        samplers = self.environment_parameters
         for k in copies:
+            if samplers:  # one value per copy, drawn at its reset
+                self.envs[k].set_environment_parameters(
+                    {name: float(s.sample(1)[0]) for name, s in samplers.items()})
             seed = None if self._seeded[k] else self._seed + int(k)
             self._seeded[k] = True
             observations, _ = self.envs[k].reset(seed=seed)

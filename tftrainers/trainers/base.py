@@ -20,8 +20,9 @@ side is, and what to do with trajectories (``process_trajectories``). No Gradien
 from __future__ import annotations
 
 import abc
+import collections
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Deque, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -84,6 +85,13 @@ class Trainer(abc.ABC):
         self._acting_states: List[dict] = []  # restored, for managers yet to subscribe
         self._entropy_sum, self._entropy_steps = 0.0, 0
         self._program = None  # the act graph as ONNX, converted once
+        # Returns of the latest episodes, for curriculum lessons measured on reward; the
+        # run sizes it (environment_parameters) and clears it when a lesson changes.
+        self.reward_buffer: Deque[float] = collections.deque(maxlen=1)
+        # State of the run every behavior's checkpoint carries (the curriculum's lessons):
+        # set by the run; what a restored checkpoint held is in ``restored_run_state``.
+        self.run_state: Optional[Callable[[], dict]] = None
+        self.restored_run_state: Optional[dict] = None
 
     # --- what an algorithm supplies ---------------------------------------------------------
     @property
@@ -198,6 +206,7 @@ class Trainer(abc.ABC):
                     trajectories.append(item)
                 elif type(item) is EpisodeStats:
                     self.stats.add_stat(CUMULATIVE_REWARD, item.cumulative_reward)
+                    self.reward_buffer.extend(item.cumulative_reward.tolist())
                     self.stats.add_stat(EPISODE_LENGTH, item.episode_length)
                     self.record_episodes(item)
                 elif type(item) is ActingStats:
@@ -252,6 +261,8 @@ class Trainer(abc.ABC):
                  "acting": states}
         if states and states[0]:  # the name earlier checkpoints used for the first one
             state["policy_rng"] = states[0]["rng"]
+        if self.run_state is not None:
+            state["run"] = self.run_state()
         return state
 
     #: what ``state.json`` must hold for a resume (a checkpoint without them is damaged).
@@ -269,6 +280,7 @@ class Trainer(abc.ABC):
         if acting is None and "policy_rng" in state:
             acting = [{"rng": state["policy_rng"]}]
         self._acting_states = list(acting or [])
+        self.restored_run_state = state.get("run")
         for manager, acting_state in zip(self.managers, self._acting_states):
             if acting_state:
                 manager.set_state(acting_state)

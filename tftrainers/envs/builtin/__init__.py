@@ -7,9 +7,11 @@ from tftrainers.envs.builtin.gridworld import GridWorldEnv
 from tftrainers.envs.builtin.hallway import HallwayEnv
 from tftrainers.envs.builtin.pushblock_collab import PushBlockCollabEnv
 from tftrainers.envs.builtin.pyramids import PyramidsEnv
+from tftrainers.envs.builtin.wall_jump import WallJumpEnv
 
 BUILTIN_ENVS = {cls.name: cls for cls in (Ball3DEnv, BasicEnv, DungeonEscapeEnv, GridWorldEnv,
-                                          HallwayEnv, PushBlockCollabEnv, PyramidsEnv)}
+                                          HallwayEnv, PushBlockCollabEnv, PyramidsEnv,
+                                          WallJumpEnv)}
 
 __all__ = ["AreaEnv", "BUILTIN_ENVS", "Ball3DEnv", "BasicEnv", "DungeonEscapeEnv", "GridWorldEnv",
-           "HallwayEnv", "PushBlockCollabEnv", "PyramidsEnv"]
+           "HallwayEnv", "PushBlockCollabEnv", "PyramidsEnv", "WallJumpEnv"]

@@ -7,6 +7,12 @@ relative to the platform centre (3), ball velocity (3). +0.1 per step while the 
 on the platform; -1 and the end of the episode when it falls off; 1000 steps at most
 (interrupted), so the best return is 100. Episodes start with a random platform tilt and
 a random ball position and velocity.
+
+Environment parameters, as ML-Agents' 3DBall reads them at each episode start (its
+3DBall_randomize config): ``gravity`` (default 9.81, the ball's acceleration downhill),
+``scale`` (default 1, the ball's radius is 0.5 x scale: the height it is observed at) and
+``mass`` (default 1; read and without effect: a ball rolling without slipping on a rigid
+platform accelerates the same whatever its mass).
 """
 from __future__ import annotations
 
@@ -30,6 +36,8 @@ class Ball3DEnv(AreaEnv):
     agents_per_area = 12
     default_num_areas = 1
     max_episode_steps = 1000
+    # As ML-Agents' 3DBall reads its "gravity" float property (3DBall_randomize.yaml).
+    environment_parameter_defaults = {"gravity": 9.81, "scale": 1.0, "mass": 1.0}
 
     def __init__(self, seed: int = 0, num_areas: int | None = None, **env_args):
         super().__init__(seed, num_areas, **env_args)
@@ -54,7 +62,8 @@ class Ball3DEnv(AreaEnv):
         tilt = np.clip(self.tilt[rows] + rate, -MAX_TILT, MAX_TILT)
         # Tilting up about z raises the +x edge, so the ball rolls towards -x; tilting up
         # about x lowers the +z edge, so the ball rolls towards +z.
-        accel = ROLL_ACCEL * np.sin(tilt) * np.array([-1.0, 1.0])
+        gravity = self.parameter_values["gravity"][rows, None]
+        accel = ROLL_ACCEL / 9.81 * gravity * np.sin(tilt) * np.array([-1.0, 1.0])
         velocity, position = self.velocity[rows], self.position[rows]
         h = DT / SUBSTEPS
         for _ in range(SUBSTEPS):
@@ -68,7 +77,8 @@ class Ball3DEnv(AreaEnv):
     def _observe(self, rows):
         tilt, position, velocity = self.tilt[rows], self.position[rows], self.velocity[rows]
         slope = np.sin(tilt) * np.array([1.0, -1.0])
-        height = BALL_RADIUS + np.sum(position * slope, axis=1)
+        radius = BALL_RADIUS * self.parameter_values["scale"][rows]
+        height = radius + np.sum(position * slope, axis=1)
         vertical = np.sum(velocity * slope, axis=1)
         obs = np.column_stack([tilt, position[:, 0], height, position[:, 1],
                                velocity[:, 0], vertical, velocity[:, 1]])

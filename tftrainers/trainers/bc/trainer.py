@@ -174,6 +174,7 @@ class BCTrainer(Trainer):
                     self._new_labels.append(item.trajectory)
                 elif kind is EpisodeStats:
                     self.stats.add_stat(CUMULATIVE_REWARD, item.cumulative_reward)
+                    self.reward_buffer.extend(item.cumulative_reward.tolist())
                     self.stats.add_stat(EPISODE_LENGTH, item.episode_length)
                 elif kind is TeacherEpisodes:
                     self.stats.add_stat(TEACHER_REWARD, item.episodes.cumulative_reward)
