@@ -1,4 +1,5 @@
-"""Attention over a variable set of entities (MA-POCA's group members).
+"""Attention over a variable set of entities (MA-POCA's group members, the entities of a
+variable-length observation: ML-Agents' BufferSensor).
 
     embed = EntityEmbedding(hidden_units)            # [B, N, F] -> [B, N, H]
     attend = ResidualSelfAttention(hidden_units)     # + mask [B, N] (1 = present)
@@ -35,8 +36,19 @@ def layer_norm(x: tf.Tensor, epsilon: float = 1.0e-5) -> tf.Tensor:
     return (x - mean) * tf.math.rsqrt(variance + epsilon)
 
 
+def entity_mask(entities: tf.Tensor) -> tf.Tensor:
+    """Which entities of a variable-length observation are present: every row that is not
+    all zeros (an absent entity is a zero row). [B, N, F] -> [B, N] float32, 1 = present.
+
+    (ML-Agents counts a row absent when its sum of squares is below 0.01; here only an
+    exact zero row is, so an entity with small features is never dropped.)
+    """
+    return tf.cast(tf.reduce_max(tf.abs(entities), axis=-1) > 0.0, tf.float32)
+
+
 class EntityEmbedding(keras.layers.Layer):
-    """Dense + swish applied to every entity: [B, N, features] -> [B, N, units].
+    """Dense + swish applied to every entity: [B, N, features] -> [B, N, units] (or to one
+    vector, [B, features] -> [B, units]).
 
     Args:
         input_size: features per entity.
