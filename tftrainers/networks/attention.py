@@ -46,6 +46,12 @@ def entity_mask(entities: tf.Tensor) -> tf.Tensor:
     return tf.cast(tf.reduce_max(tf.abs(entities), axis=-1) > 0.0, tf.float32)
 
 
+def _entity_count(x: tf.Tensor):
+    """N of [B, N, ...]: the static number when known (a variable-length observation's
+    max_entities), so exported graphs reshape by constants and ONNX infers every shape."""
+    return x.shape[1] if x.shape[1] is not None else tf.shape(x)[1]
+
+
 class EntityEmbedding(keras.layers.Layer):
     """Dense + swish applied to every entity: [B, N, features] -> [B, N, units] (or to one
     vector, [B, features] -> [B, units]).
@@ -93,8 +99,7 @@ class ResidualSelfAttention(keras.layers.Layer):
 
     def _heads(self, x: tf.Tensor) -> tf.Tensor:
         """[B, N, units] -> [B, heads, N, units / heads]."""
-        shape = tf.shape(x)
-        x = tf.reshape(x, [shape[0], shape[1], self.num_heads, self.units // self.num_heads])
+        x = tf.reshape(x, [-1, _entity_count(x), self.num_heads, self.units // self.num_heads])
         return tf.transpose(x, [0, 2, 1, 3])
 
     def call(self, entities: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
@@ -108,9 +113,8 @@ class ResidualSelfAttention(keras.layers.Layer):
         keys = mask[:, None, None, :]  # [B, 1, 1, N]
         logits = logits * keys + _ABSENT_LOGIT * (1.0 - keys)
         attended = tf.matmul(tf.nn.softmax(logits, axis=-1), v)  # [B, heads, N, d]
-        shape = tf.shape(entities)
         attended = tf.reshape(tf.transpose(attended, [0, 2, 1, 3]),
-                              [shape[0], shape[1], self.units])
+                              [-1, _entity_count(entities), self.units])
         out = layer_norm(self.out(attended) + x)
         present = mask[:, :, None]
         return (tf.reduce_sum(out * present, axis=1)
