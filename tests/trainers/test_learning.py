@@ -57,3 +57,11 @@ def test_ppo_learns_basic_goal_from_its_goal_signal(tmp_path):
     run = train(tmp_path, "BasicGoal.yaml", max_steps=6000)
     random, trained = score("builtin:BasicGoal", "random"), score("builtin:BasicGoal", run)
     assert trained >= 0.8 and trained >= random + 1.0, (trained, random)
+
+
+def test_poca_learns_basic_goal_too(tmp_path):
+    # The same body in MA-POCA's actor, and the goal through its critic's encoder (agents
+    # without a group): seed 0 returned 0.937 by 4k steps.
+    run = train(tmp_path, "BasicGoal.yaml", trainer_type="poca", max_steps=6000)
+    random, trained = score("builtin:BasicGoal", "random"), score("builtin:BasicGoal", run)
+    assert trained >= 0.8 and trained >= random + 1.0, (trained, random)
