@@ -107,3 +107,31 @@ def test_basic_goal_pays_the_signalled_goal(goal, moves, reward):
         decision, terminal = env.get_steps("BasicGoal")
         total += float((terminal if len(terminal) else decision).reward[0])
     assert len(terminal) and total == pytest.approx(reward, abs=1e-6)
+
+
+def test_an_observation_we_cannot_train_on_is_one_line_at_the_cli(tmp_path, monkeypatch,
+                                                                   capsys):
+    from tftrainers.cli import learn_main
+    from tftrainers.envs.base import ObservationSpec
+    from tftrainers.envs.builtin import BUILTIN_ENVS
+    from tftrainers.envs.builtin.basic_goal import BasicGoalEnv
+
+    class TargetsAsGoal(BasicGoalEnv):  # a game sending its goal as a BufferSensor
+        name = "TargetsAsGoal"
+
+        def observation_specs(self):
+            return [ObservationSpec((21,), "position"),
+                    ObservationSpec((2, 3), "targets", ObservationKind.VARIABLE_LENGTH,
+                                    ObservationType.GOAL_SIGNAL)]
+
+    monkeypatch.setitem(BUILTIN_ENVS, "TargetsAsGoal", TargetsAsGoal)
+    config = tmp_path / "c.yaml"
+    config.write_text("behaviors:\n  TargetsAsGoal: {trainer_type: ppo, max_steps: 100}\n")
+    with pytest.raises(SystemExit) as info:
+        learn_main([str(config), "--env", "builtin:TargetsAsGoal", "--run-id", "r",
+                    "--results-dir", str(tmp_path / "results")])
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].endswith("observation 'targets' is a variable_length goal signal; goal "
+                            "signals must be vector or visual observations"), err
+    assert "Traceback" not in "\n".join(err)

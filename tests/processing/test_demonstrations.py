@@ -362,7 +362,8 @@ def test_variable_length_and_goal_signal_observations_round_trip(tmp_path):
     from tftrainers.envs.base import ObservationType
     spec = BehaviorSpec((ObservationSpec((2,), "v"),
                          ObservationSpec((3, 2), "tiles", ObservationKind.VARIABLE_LENGTH),
-                         ObservationSpec((2,), "goal", observation_type=ObservationType.GOAL_SIGNAL)),
+                         ObservationSpec((2,), "goal",
+                                         observation_type=ObservationType.GOAL_SIGNAL)),
                         ActionSpec(0, (3,)))
     rng = np.random.default_rng(0)
     n = 3
