@@ -110,7 +110,7 @@ def test_basic_goal_pays_the_signalled_goal(goal, moves, reward):
 
 
 def test_an_observation_we_cannot_train_on_is_one_line_at_the_cli(tmp_path, monkeypatch,
-                                                                   capsys):
+                                                                  capsys):
     from tftrainers.cli import learn_main
     from tftrainers.envs.base import ObservationSpec
     from tftrainers.envs.builtin import BUILTIN_ENVS
