@@ -466,7 +466,8 @@ debug: true
                            "checkpoint_settings", "tf_settings", "environment_parameters",
                            "debug"]
     assert "base_port" not in plain["env_settings"]
-    assert "goal_conditioning_type" not in plain["behaviors"]["Striker"]["network_settings"]
+    # goal_conditioning_type acts (goal signals), so it is written as any other key
+    assert plain["behaviors"]["Striker"]["network_settings"]["goal_conditioning_type"] == "hyper"
     # Resolved: merged behaviors with every key, derived defaults filled in.
     striker = plain["behaviors"]["Striker"]
     assert striker["hyperparameters"]["beta_schedule"] == "linear"
