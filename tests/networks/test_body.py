@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tftrainers.envs.base import ObservationKind, ObservationSpec
 from tftrainers.networks import NetworkBody
 
 from .helpers import vector_spec, visual_spec
