@@ -486,7 +486,9 @@ def _shape(spec) -> str:
 
 
 def _describe_spec(env_spec) -> Tuple[str, str]:
-    obs = ", ".join(f"`{o.name}` {o.kind.value} {_shape(o)}" for o in env_spec.observation_specs)
+    obs = ", ".join(f"`{o.name}` {o.kind.value}"
+                    f"{' goal signal' if o.observation_type.value == 'goal_signal' else ''} "
+                    f"{_shape(o)}" for o in env_spec.observation_specs)
     action = env_spec.action_spec
     parts = []
     if action.continuous_size:

@@ -20,8 +20,6 @@ def expected_notes(path):
     return [f"[NOTE] {path}: {text}" for text in (
         "torch_settings.device 'cpu' is read as tf_settings.device 'cpu' (tftrainers runs on "
         "TensorFlow)",
-        "behaviors.Ball3D.network_settings.goal_conditioning_type is accepted but has no effect "
-        "here: no environment here has goal-signal observations for it to condition on",
         "behaviors.Ball3D.reward_signals.extrinsic.network_settings is accepted but has no "
         "effect here: the extrinsic reward has no network (ML-Agents ignores it too)",
         "env_settings.base_port, env_settings.max_lifetime_restarts, "

@@ -301,10 +301,6 @@ def test_keys_without_effect_get_one_note_line_per_reason(tmp_path):
     path = f"{tmp_path / 'x.yaml'}: "
     b = "behaviors.Ball3D."
     assert options.notes == (
-        path + f"{b}network_settings.goal_conditioning_type, "
-        f"{b}reward_signals.curiosity.network_settings.goal_conditioning_type are accepted but "
-        f"have no effect here: no environment here has goal-signal observations for it to "
-        f"condition on",
         path + f"{b}reward_signals.extrinsic.network_settings is accepted but has no effect "
         f"here: the extrinsic reward has no network (ML-Agents ignores it too)",
         path + f"{b}reward_signals.curiosity.encoding_size is deprecated; read as "
@@ -470,7 +466,8 @@ debug: true
                            "checkpoint_settings", "tf_settings", "environment_parameters",
                            "debug"]
     assert "base_port" not in plain["env_settings"]
-    assert "goal_conditioning_type" not in plain["behaviors"]["Striker"]["network_settings"]
+    # goal_conditioning_type acts (goal signals), so it is written as any other key
+    assert plain["behaviors"]["Striker"]["network_settings"]["goal_conditioning_type"] == "hyper"
     # Resolved: merged behaviors with every key, derived defaults filled in.
     striker = plain["behaviors"]["Striker"]
     assert striker["hyperparameters"]["beta_schedule"] == "linear"

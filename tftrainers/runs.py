@@ -23,7 +23,8 @@ from tftrainers.run_folder import CONFIG_FILE, write_atomically
 SPEC_FILE = "behavior_spec.json"
 # What fixes the shapes of a network's variables (``deterministic`` and the LSTM's
 # ``sequence_length`` change how it runs, not what a checkpoint holds).
-_NETWORK_KEYS = ("normalize", "hidden_units", "num_layers", "vis_encode_type")
+_NETWORK_KEYS = ("normalize", "hidden_units", "num_layers", "vis_encode_type",
+                 "goal_conditioning_type")
 
 
 def write_behavior_spec(behavior_dir: str, spec: BehaviorSpec) -> None:
@@ -245,7 +246,8 @@ def load_policy(run_dir: str, behavior: str, spec: Optional[BehaviorSpec] = None
         ns = settings.network_settings
         critic = Critic(trained.observation_specs, list(settings.reward_signals),
                         ns.hidden_units, ns.num_layers, ns.normalize, ns.vis_encode_type,
-                        memory_size=policy.memory_size)
+                        memory_size=policy.memory_size,
+                        goal_conditioning=ns.goal_conditioning_type)
         trackables["critic"] = critic
     entry, _, _ = checkpointer.restore_newest(trackables, log=log)
     out = (policy,) + ((entry["step"],) if with_step else ()) + ((critic,) if with_critic

@@ -129,9 +129,6 @@ class MemorySettings(_Settings):
                             128, gt=0, multiple_of=2)
 
 
-_NO_GOALS = "no environment here has goal-signal observations for it to condition on"
-
-
 @dataclass(kw_only=True)
 class NetworkSettings(_Settings):
     """Shape of a network body: normalizer, encoders, hidden layers, optional memory."""
@@ -144,8 +141,9 @@ class NetworkSettings(_Settings):
         choices=("simple", "nature_cnn", "resnet", "match3", "fully_connected"))
     memory: Optional[MemorySettings] = _opt("Recurrent memory; null for none.", None)
     goal_conditioning_type: str = _opt(
-        "How goal observations condition the network (hyper network or concatenation).",
-        "hyper", choices=("hyper", "none"), inert=_NO_GOALS)
+        "How goal-signal observations condition the network: hyper (a hypernetwork makes "
+        "the last hidden layer's weights from the goal) or none (a plain input).",
+        "hyper", choices=("hyper", "none"))
     deterministic: bool = _opt("Act with the distribution's mode instead of sampling.", False)
 
 

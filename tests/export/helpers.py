@@ -51,6 +51,12 @@ CASES: Dict[str, Case] = {
     "memory": Case(lambda: env_spec("builtin:Hallway"),
                    NetworkSettings(hidden_units=32, num_layers=1,
                                    memory=MemorySettings(sequence_length=4, memory_size=16))),
+    # Tiles as a variable-length observation (entity attention, absent rows masked).
+    "entities": Case(lambda: env_spec("builtin:Sorter"),
+                     NetworkSettings(hidden_units=32, num_layers=2)),
+    # A goal signal conditioning the last hidden layer through a hypernetwork.
+    "goal": Case(lambda: env_spec("builtin:BasicGoal"),
+                 NetworkSettings(hidden_units=16, num_layers=2, goal_conditioning_type="hyper")),
     # All at once: visual + vector, hybrid actions, memory (opset sweep, agent memories).
     "everything": Case(lambda: BehaviorSpec((ObservationSpec((20, 20, 3), "camera",
                                                              ObservationKind.VISUAL),
@@ -82,7 +88,8 @@ def build_critic(case: Case, seed: int = 0) -> Critic:
     spec, ns = case.spec(), case.network
     critic = Critic(spec.observation_specs, STREAMS, ns.hidden_units, ns.num_layers,
                     ns.normalize, ns.vis_encode_type,
-                    memory_size=ns.memory.memory_size if ns.memory else 0)
+                    memory_size=ns.memory.memory_size if ns.memory else 0,
+                    goal_conditioning=ns.goal_conditioning_type)
     _perturb(critic, spec, ns.normalize, seed + 1)
     return critic
 
@@ -115,6 +122,10 @@ def random_obs(spec: BehaviorSpec, batch: int, rng: np.random.Generator,
     for o in spec.observation_specs:
         if o.kind == ObservationKind.VISUAL:
             out.append(rng.random((batch, *o.shape), dtype=np.float32))
+        elif o.kind == ObservationKind.VARIABLE_LENGTH:
+            # Each entity present with probability 0.6; absent ones are zero rows.
+            entities = (scale * rng.normal(size=(batch, *o.shape))).astype(np.float32)
+            out.append(entities * (rng.random((batch, o.shape[0], 1)) < 0.6))
         else:
             out.append((scale * rng.normal(size=(batch, *o.shape))).astype(np.float32))
     return out

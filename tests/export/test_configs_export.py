@@ -19,7 +19,7 @@ CONFIGS = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "ppo")
 @pytest.mark.parametrize("config,env_args", [
     ("Basic.yaml", {}), ("Ball3D.yaml", {}), ("GridWorld.yaml", {}),
     ("GridWorld.yaml", {"obs": "visual"}), ("GridWorldGrid.yaml", {"obs": "grid"}),
-    ("Hallway.yaml", {})])
+    ("Hallway.yaml", {}), ("Sorter.yaml", {}), ("BasicGoal.yaml", {})])
 def test_config_policies_export_within_the_contract(tmp_path, config, env_args):
     options = load_run_options(os.path.join(CONFIGS, config))
     env = make(options.env_settings.env_path, **env_args)

@@ -9,9 +9,9 @@ import pytest
 from tftrainers.export import MODEL_VERSION, SERVING_SIGNATURE, output_names
 from tftrainers.export import signature as contract
 
-from .helpers import CASES, contract_feeds, random_inputs
+from .helpers import CASES, build_policy, contract_feeds, random_inputs
 
-PARITY_CASES = ["continuous", "discrete", "visual", "hybrid", "memory"]
+PARITY_CASES = ["continuous", "discrete", "visual", "hybrid", "memory", "entities", "goal"]
 BATCH = 5
 
 
@@ -134,4 +134,8 @@ def test_cases_cover_the_contracts_variants():
     assert specs["hybrid"].action_spec.continuous_size and \
         len(specs["hybrid"].action_spec.discrete_branches) == 2
     assert CASES["memory"].network.memory is not None
+    # a variable-length input keeps its [max_entities, entity_size] after the batch
+    assert specs["entities"].observation_specs[1].kind.value == "variable_length"
+    assert expected_inputs(build_policy(CASES["entities"]))["obs_1"] == (4, 5)
+    assert specs["goal"].observation_specs[1].observation_type.value == "goal_signal"
     assert contract.MODEL_VERSION == 3

@@ -12,7 +12,8 @@ from tftrainers.export import signature as contract
 from .helpers import (contract_feeds, deterministic_names, keras_deterministic, random_inputs,
                       random_masks)
 
-PARITY_CASES = ["continuous", "discrete", "visual", "grid", "hybrid", "memory"]
+PARITY_CASES = ["continuous", "discrete", "visual", "grid", "hybrid", "memory", "entities",
+                "goal"]
 TOLERANCE = 1e-5
 
 

@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tftrainers.envs.base import ObservationKind, ObservationSpec
 from tftrainers.networks import NetworkBody
 
 from .helpers import vector_spec, visual_spec
@@ -72,8 +71,5 @@ def test_update_normalization_touches_vector_observations_only(rng):
 def test_invalid_settings_are_rejected():
     with pytest.raises(ValueError, match="even"):
         NetworkBody([vector_spec(2)], 8, 1, memory_size=5)
-    entities = ObservationSpec((4, 3), "entities", ObservationKind.VARIABLE_LENGTH)
-    with pytest.raises(ValueError, match="'entities' is variable_length"):
-        NetworkBody([vector_spec(2), entities], 8, 1)
     with pytest.raises(ValueError, match="nature_cnn.*36x36"):
         NetworkBody([visual_spec(30, 30, 3)], 8, 1, vis_encode_type="nature_cnn")

@@ -358,6 +358,36 @@ def test_our_files_pair_each_observation_with_its_own_action(tmp_path):
     assert header.mean_reward == pytest.approx(records.reward.sum() / 2, rel=1e-6)
 
 
+def test_variable_length_and_goal_signal_observations_round_trip(tmp_path):
+    from tftrainers.envs.base import ObservationType
+    spec = BehaviorSpec((ObservationSpec((2,), "v"),
+                         ObservationSpec((3, 2), "tiles", ObservationKind.VARIABLE_LENGTH),
+                         ObservationSpec((2,), "goal",
+                                         observation_type=ObservationType.GOAL_SIGNAL)),
+                        ActionSpec(0, (3,)))
+    rng = np.random.default_rng(0)
+    n = 3
+    obs = [rng.standard_normal((n, 2)).astype(np.float32),
+           rng.standard_normal((n, 3, 2)).astype(np.float32),
+           np.eye(2, dtype=np.float32)[[0, 1, 1]]]
+    obs[1][:, 2] = 0.0  # an absent entity
+    with DemonstrationWriter(str(tmp_path / "g.demo"), "G", spec) as writer:
+        writer.write_episode(Records(
+            obs, np.zeros(n, np.float32), np.array([False, False, True]), np.zeros(n, bool),
+            np.zeros(n, np.int32), np.zeros((n, 3), bool), np.zeros((n, 0), np.float32),
+            np.zeros((n, 1), np.int32), np.ones(n, bool), np.zeros(n, np.int32),
+            np.zeros(n, np.float32)))
+    file_spec, records = read_demo_file(str(tmp_path / "g.demo"))[1:]
+    assert file_spec.observation_specs == spec.observation_specs
+    np.testing.assert_array_equal(records.obs[1], obs[1])
+    # an env whose goal is a plain observation is not what these demonstrations are for
+    plain = BehaviorSpec(spec.observation_specs[:2] + (ObservationSpec((2,), "goal"),),
+                         spec.action_spec)
+    assert one_line_error(tmp_path / "g.demo", spec=plain, behavior_name="G") == (
+        f"{tmp_path / 'g.demo'}: observation 2 ('goal') is a goal_signal observation in the "
+        f"demonstrations but a default one in behavior 'G'")
+
+
 def test_a_folder_reads_every_demo_file_in_name_order(tmp_path):
     write(tmp_path / "b.demo", [3], seed=2)
     write(tmp_path / "a.demo", [4, 2], seed=1)

@@ -48,6 +48,11 @@ class ObservationKind(enum.Enum):
     VARIABLE_LENGTH = "variable_length"  # [max_entities, entity_size], zero rows absent
 
 
+class ObservationType(enum.Enum):
+    DEFAULT = "default"
+    GOAL_SIGNAL = "goal_signal"
+
+
 @dataclass(frozen=True)
 class ObservationSpec:
     """Shape, name and kind of one observation (without the agent dimension)."""
@@ -55,6 +60,7 @@ class ObservationSpec:
     shape: Tuple[int, ...]
     name: str
     kind: ObservationKind = ObservationKind.VECTOR
+    observation_type: ObservationType = ObservationType.DEFAULT
 
     def __post_init__(self):
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
@@ -136,7 +142,8 @@ class BehaviorSpec:
 
     def to_dict(self) -> dict:
         """Plain data (JSON-ready), so a trained policy can be rebuilt without its env."""
-        return {"observations": [{"name": o.name, "shape": list(o.shape), "kind": o.kind.value}
+        return {"observations": [{"name": o.name, "shape": list(o.shape), "kind": o.kind.value,
+                                  "observation_type": o.observation_type.value}
                                  for o in self.observation_specs],
                 "continuous_size": self.action_spec.continuous_size,
                 "discrete_branches": list(self.action_spec.discrete_branches)}
@@ -144,8 +151,11 @@ class BehaviorSpec:
     @classmethod
     def from_dict(cls, data: dict) -> "BehaviorSpec":
         try:
+            # Files written before goal signals existed have no observation_type: DEFAULT.
             observations = tuple(ObservationSpec(tuple(o["shape"]), o["name"],
-                                                 ObservationKind(o["kind"]))
+                                                 ObservationKind(o["kind"]),
+                                                 ObservationType(o.get("observation_type",
+                                                                       "default")))
                                  for o in data["observations"])
             return cls(observations, ActionSpec(int(data["continuous_size"]),
                                                 tuple(data["discrete_branches"])))

@@ -1,4 +1,5 @@
-"""Attention over a variable set of entities (MA-POCA's group members).
+"""Attention over a variable set of entities (MA-POCA's group members, the entities of a
+variable-length observation: ML-Agents' BufferSensor).
 
     embed = EntityEmbedding(hidden_units)            # [B, N, F] -> [B, N, H]
     attend = ResidualSelfAttention(hidden_units)     # + mask [B, N] (1 = present)
@@ -44,8 +45,25 @@ def layer_norm(x: tf.Tensor, epsilon: float = 1.0e-5) -> tf.Tensor:
     return (x - mean) * tf.math.rsqrt(variance + epsilon)
 
 
+def entity_mask(entities: tf.Tensor) -> tf.Tensor:
+    """Which entities of a variable-length observation are present: every row that is not
+    all zeros (an absent entity is a zero row). [B, N, F] -> [B, N] float32, 1 = present.
+
+    (ML-Agents counts a row absent when its sum of squares is below 0.01; here only an
+    exact zero row is, so an entity with small features is never dropped.)
+    """
+    return tf.cast(tf.reduce_max(tf.abs(entities), axis=-1) > 0.0, tf.float32)
+
+
+def _entity_count(x: tf.Tensor):
+    """N of [B, N, ...]: the static number when known (a variable-length observation's
+    max_entities), so exported graphs reshape by constants and ONNX infers every shape."""
+    return x.shape[1] if x.shape[1] is not None else tf.shape(x)[1]
+
+
 class EntityEmbedding(keras.layers.Layer):
-    """Dense + swish applied to every entity: [B, N, features] -> [B, N, units].
+    """Dense + swish applied to every entity: [B, N, features] -> [B, N, units] (or to one
+    vector, [B, features] -> [B, units]).
 
     Args:
         input_size: features per entity.
@@ -90,8 +108,7 @@ class ResidualSelfAttention(keras.layers.Layer):
 
     def _heads(self, x: tf.Tensor) -> tf.Tensor:
         """[B, N, units] -> [B, heads, N, units / heads]."""
-        shape = tf.shape(x)
-        x = tf.reshape(x, [shape[0], shape[1], self.num_heads, self.units // self.num_heads])
+        x = tf.reshape(x, [-1, _entity_count(x), self.num_heads, self.units // self.num_heads])
         return tf.transpose(x, [0, 2, 1, 3])
 
     def call(self, entities: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
@@ -106,9 +123,8 @@ class ResidualSelfAttention(keras.layers.Layer):
         keys = mask[:, None, None, :]  # [B, 1, 1, N]
         logits = logits * keys + _ABSENT_LOGIT * (1.0 - keys)
         attended = tf.matmul(tf.nn.softmax(logits, axis=-1), v)  # [B, heads, N, d]
-        shape = tf.shape(entities)
         attended = tf.reshape(tf.transpose(attended, [0, 2, 1, 3]),
-                              [shape[0], shape[1], self.units])
+                              [-1, _entity_count(entities), self.units])
         out = layer_norm(self.out(attended) + x)
         present = mask[:, :, None]
         return (tf.reduce_sum(out * present, axis=1)

@@ -17,6 +17,19 @@ concat(h, c), as in ML-Agents and the exported ``recurrent_in`` / ``recurrent_ou
     # memory holds the stored memory at the first step of each sequence, [N, memory_size]
     encoding, last_memory = body(obs_list, memory=first_memories, sequence_length=L)
     # encoding: [N * L, memory_size // 2], last_memory: [N, memory_size]
+
+Variable-length observations (``ObservationKind.VARIABLE_LENGTH``, ML-Agents'
+BufferSensor, [B, max_entities, entity_size], absent entities zero rows) are pooled by
+attention, as ML-Agents' ``ObservationEncoder``: the other observations' encodings are
+embedded into one "self" vector (``EntityEmbedding``, 128 units); every entity is
+embedded together with that self vector (one ``EntityEmbedding`` per variable-length
+observation); the entities of all of them go through one ``ResidualSelfAttention``
+(absent ones masked) whose masked mean pool (128) joins the concatenation.
+
+Goal signals (``ObservationType.GOAL_SIGNAL``) are encoded like any observation and
+joined to the concatenation; with ``goal_conditioning="hyper"`` (the default) the last
+hidden layer is in addition a ``HyperDense`` whose weights are made from the goal
+encodings (ML-Agents' ``ConditionalEncoder`` with one conditional layer).
 """
 from __future__ import annotations
 
@@ -25,23 +38,34 @@ from typing import Optional, Sequence, Tuple
 import keras
 import tensorflow as tf
 
-from tftrainers.envs.base import ObservationKind, ObservationSpec
+from tftrainers.envs.base import ObservationKind, ObservationSpec, ObservationType
+from tftrainers.networks.attention import EntityEmbedding, ResidualSelfAttention, entity_mask
+from tftrainers.networks.conditioning import HyperDense
 from tftrainers.networks.encoders import VectorInput, make_visual_encoder
 from tftrainers.networks.layers import kaiming_normal, swish, track_layers
+
+#: Size of the entity embeddings and of the attention over them (ML-Agents'
+#: ``ATTENTION_EMBEDDING_SIZE``, independent of hidden_units).
+ENTITY_EMBEDDING_SIZE = 128
+#: Values of ``network_settings.goal_conditioning_type``.
+GOAL_CONDITIONING_TYPES = ("hyper", "none")
 
 
 class NetworkBody(keras.layers.Layer):
     """Encodes a list of observations into one vector, optionally through an LSTM.
 
     Args:
-        observation_specs: one spec per observation, in the env's order (vector or visual;
-            variable-length observations are not supported yet).
+        observation_specs: one spec per observation, in the env's order (vector, visual or
+            variable-length; goal signals vector or visual).
         hidden_units: width of the hidden layers (and of each visual encoding).
         num_layers: number of hidden Dense + swish layers after the concatenation.
         normalize: keep running mean/variance of vector observations and normalise them.
         vis_encode_type: ``simple``, ``nature_cnn``, ``resnet`` or ``fully_connected``.
         memory_size: 0 for no memory; otherwise an even size, the LSTM having
             ``memory_size // 2`` units.
+        goal_conditioning: ``hyper`` (the last hidden layer's weights are made from the
+            goal signals) or ``none`` (goal signals are plain inputs). No effect without
+            goal signals or hidden layers.
 
     Raises:
         ValueError: on an unsupported observation, a too-small image, or an odd memory size.
@@ -49,7 +73,8 @@ class NetworkBody(keras.layers.Layer):
 
     def __init__(self, observation_specs: Sequence[ObservationSpec], hidden_units: int = 128,
                  num_layers: int = 2, normalize: bool = False, vis_encode_type: str = "simple",
-                 memory_size: int = 0, name: str | None = None, **kwargs):
+                 memory_size: int = 0, name: str | None = None,
+                 goal_conditioning: str = "hyper", **kwargs):
         super().__init__(name=name, **kwargs)
         if memory_size < 0 or memory_size % 2:
             raise ValueError(f"memory_size must be 0 (no memory) or a positive even number "
@@ -61,6 +86,12 @@ class NetworkBody(keras.layers.Layer):
         self.num_layers = int(num_layers)
         self.memory_size = int(memory_size)
 
+        if goal_conditioning not in GOAL_CONDITIONING_TYPES:
+            raise ValueError(f"unknown goal_conditioning_type '{goal_conditioning}'; expected "
+                             f"one of {', '.join(GOAL_CONDITIONING_TYPES)}")
+        check_observations(self.observation_specs)
+        self._variable_length = tuple(s.kind == ObservationKind.VARIABLE_LENGTH
+                                      for s in self.observation_specs)
         encoders = []
         for i, spec in enumerate(self.observation_specs):
             if spec.kind == ObservationKind.VECTOR:
@@ -69,19 +100,41 @@ class NetworkBody(keras.layers.Layer):
                 encoders.append(make_visual_encoder(vis_encode_type, spec.shape, hidden_units,
                                                     obs_name=spec.name,
                                                     name=f"visual_encoder_{i}"))
-            else:
-                raise ValueError(f"observation '{spec.name}' is {spec.kind.value}; the network "
-                                 f"body supports vector and visual observations only")
+            elif spec.kind == ObservationKind.VARIABLE_LENGTH:
+                encoders.append(None)  # embedded with the others' encodings, below
+        # The other encodings, concatenated: the "self" vector entities are embedded with.
+        self_size = sum(e.output_size for e in encoders if e is not None)
+        for i, spec in enumerate(self.observation_specs):
+            if self._variable_length[i]:
+                entity_size = spec.shape[1] + (ENTITY_EMBEDDING_SIZE if self_size else 0)
+                encoders[i] = EntityEmbedding(entity_size, ENTITY_EMBEDDING_SIZE,
+                                              name=f"entity_embedding_{i}")
         self.encoders = track_layers(self, "encoder", encoders)
+        self.self_embedding = self.attention = None
+        size = self_size
+        if any(self._variable_length):
+            if self_size:
+                self.self_embedding = EntityEmbedding(self_size, ENTITY_EMBEDDING_SIZE,
+                                                      name="self_embedding")
+            self.attention = ResidualSelfAttention(ENTITY_EMBEDDING_SIZE, name="entity_attention")
+            size += ENTITY_EMBEDDING_SIZE
 
-        size = sum(encoder.output_size for encoder in self.encoders)
+        self._goals = tuple(s.observation_type == ObservationType.GOAL_SIGNAL
+                            for s in self.observation_specs)
+        goal_size = sum(e.output_size for e, goal in zip(self.encoders, self._goals) if goal)
+        self.hyper = bool(goal_conditioning == "hyper" and goal_size and self.num_layers)
         hidden = []
         for i in range(self.num_layers):
-            dense = keras.layers.Dense(self.hidden_units, kernel_initializer=kaiming_normal(1.0),
-                                       name=f"hidden_{i}")
-            dense.build((None, size))
+            if self.hyper and i == self.num_layers - 1:
+                layer = HyperDense(size, self.hidden_units, goal_size, self.hidden_units,
+                                   name=f"hyper_{i}")
+            else:
+                layer = keras.layers.Dense(self.hidden_units,
+                                           kernel_initializer=kaiming_normal(1.0),
+                                           name=f"hidden_{i}")
+                layer.build((None, size))
             size = self.hidden_units
-            hidden.append(dense)
+            hidden.append(layer)
         self.hidden_layers = track_layers(self, "hidden", hidden)
 
         self.lstm_cell = None
@@ -123,11 +176,36 @@ class NetworkBody(keras.layers.Layer):
 
     def features(self, obs: Sequence[tf.Tensor]) -> tf.Tensor:
         """The part before the memory: encoders, concatenation, hidden layers ([B, F])."""
-        encodings = [encoder(o) for encoder, o in zip(self.encoders, obs)]
-        x = encodings[0] if len(encodings) == 1 else tf.concat(encodings, axis=-1)
-        for dense in self.hidden_layers:
-            x = swish(dense(x))
+        encodings, goals, entity_inputs = [], [], []
+        for encoder, o, variable, goal in zip(self.encoders, obs, self._variable_length,
+                                              self._goals):
+            if variable:
+                entity_inputs.append((encoder, o))
+                continue
+            encodings.append(encoder(o))
+            if goal:
+                goals.append(encodings[-1])
+        if entity_inputs:
+            encodings.append(self._pooled_entities(encodings, entity_inputs))
+        x = _concat(encodings)
+        for layer in self.hidden_layers:
+            x = swish(layer(x, _concat(goals)) if isinstance(layer, HyperDense) else layer(x))
         return x
+
+    def _pooled_entities(self, encodings, entity_inputs) -> tf.Tensor:
+        """The variable-length observations' entities, each embedded with the self vector,
+        attended together and mean-pooled over the present ones: [B, 128]."""
+        self_vector = (self.self_embedding(_concat(encodings))
+                       if self.self_embedding is not None else None)
+        embedded, masks = [], []
+        for encoder, entities in entity_inputs:
+            masks.append(entity_mask(entities))
+            if self_vector is not None:
+                count = int(entities.shape[1])
+                repeated = tf.tile(self_vector[:, None, :], [1, count, 1])
+                entities = tf.concat([repeated, entities], axis=-1)
+            embedded.append(encoder(entities))
+        return self.attention(_concat(embedded, axis=1), _concat(masks, axis=1))
 
     def update_normalization(self, obs: Sequence[tf.Tensor]) -> None:
         """Adds a batch of observations (one [n, *shape] per spec) to the running statistics
@@ -142,6 +220,30 @@ class NetworkBody(keras.layers.Layer):
             if isinstance(mine, VectorInput) and mine.normalizer is not None \
                     and getattr(theirs, "normalizer", None) is not None:
                 mine.normalizer.copy_from(theirs.normalizer)
+
+
+def check_observations(observation_specs: Sequence[ObservationSpec]) -> None:
+    """Refuses, in one line naming the observation, what the networks cannot take: an
+    unknown kind, or a goal signal that is variable-length (the goal must be one vector).
+
+    Raises:
+        ValueError: naming the observation, what it is and what is supported.
+    """
+    for spec in observation_specs:
+        if not isinstance(spec.kind, ObservationKind):
+            raise ValueError(f"observation '{spec.name}' is of kind {spec.kind!r}; the networks "
+                             f"take vector, visual and variable_length observations")
+        if not isinstance(spec.observation_type, ObservationType):
+            raise ValueError(f"observation '{spec.name}' has type {spec.observation_type!r}; "
+                             f"the networks take default and goal_signal observations")
+        if (spec.kind == ObservationKind.VARIABLE_LENGTH
+                and spec.observation_type == ObservationType.GOAL_SIGNAL):
+            raise ValueError(f"observation '{spec.name}' is a variable_length goal signal; "
+                             f"goal signals must be vector or visual observations")
+
+
+def _concat(tensors, axis: int = -1) -> tf.Tensor:
+    return tensors[0] if len(tensors) == 1 else tf.concat(tensors, axis=axis)
 
 
 # The LSTM as functions of the cell, so that every network with memory (this body, MA-POCA's

@@ -64,17 +64,18 @@ class Critic(keras.Model):
     Args:
         observation_specs: the behavior's observation specs.
         stream_names: reward streams to estimate a value for.
-        hidden_units, num_layers, normalize, vis_encode_type, memory_size: as
-            ``NetworkBody`` (ML-Agents ``network_settings``).
+        hidden_units, num_layers, normalize, vis_encode_type, memory_size,
+            goal_conditioning: as ``NetworkBody`` (ML-Agents ``network_settings``).
     """
 
     def __init__(self, observation_specs: Sequence[ObservationSpec], stream_names: Sequence[str],
                  hidden_units: int = 128, num_layers: int = 2, normalize: bool = False,
                  vis_encode_type: str = "simple", memory_size: int = 0,
-                 name: str | None = "critic", **kwargs):
+                 name: str | None = "critic", goal_conditioning: str = "hyper", **kwargs):
         super().__init__(name=name, **kwargs)
         self.body = NetworkBody(observation_specs, hidden_units, num_layers, normalize,
-                                vis_encode_type, memory_size, name="body")
+                                vis_encode_type, memory_size, name="body",
+                                goal_conditioning=goal_conditioning)
         self.value_heads = ValueHeads(stream_names, self.body.encoding_size, name="value_heads")
         self.built = True
 

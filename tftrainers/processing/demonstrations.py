@@ -48,7 +48,8 @@ from typing import BinaryIO, Dict, List, NamedTuple, Optional, Sequence, Tuple
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from tftrainers.envs.base import ActionSpec, BehaviorSpec, ObservationKind, ObservationSpec
+from tftrainers.envs.base import (ActionSpec, BehaviorSpec, ObservationKind, ObservationSpec,
+                                  ObservationType)
 from tftrainers.processing import demo_proto as proto
 
 __all__ = ["DemonstrationError", "DemonstrationFile", "Demonstrations", "DemonstrationWriter",
@@ -226,6 +227,11 @@ def check_spec(source: str, demo_spec: BehaviorSpec, spec: BehaviorSpec, other: 
             raise DemonstrationError(
                 f"{source}: observation {i} is '{a.name}' {_shape(a.shape)} in the "
                 f"demonstrations but '{b.name}' {_shape(b.shape)} in {other}")
+        if a.observation_type != b.observation_type:
+            raise DemonstrationError(
+                f"{source}: observation {i} ('{a.name}') is a {a.observation_type.value} "
+                f"observation in the demonstrations but a {b.observation_type.value} one in "
+                f"{other}")
     if demo_spec.action_spec != spec.action_spec:
         raise DemonstrationError(
             f"{source}: the demonstrations' actions ({_describe_actions(demo_spec.action_spec)})"
@@ -422,6 +428,10 @@ def _png_size(data: bytes) -> Tuple[int, int]:
     return height, width
 
 
+_OBSERVATION_TYPES = {proto.OBSERVATION_TYPE_DEFAULT: ObservationType.DEFAULT,
+                      proto.OBSERVATION_TYPE_GOAL_SIGNAL: ObservationType.GOAL_SIGNAL}
+
+
 def _observation_specs(path: str, agent_info, target: Optional[BehaviorSpec], other: str
                        ) -> Tuple[List[ObservationSpec], List[str]]:
     specs, layouts = [], []
@@ -429,18 +439,23 @@ def _observation_specs(path: str, agent_info, target: Optional[BehaviorSpec], ot
         shape = tuple(obs.shape)
         name = obs.name or f"obs_{i}"
         try:
+            obs_type = _OBSERVATION_TYPES.get(obs.observation_type)
+            if obs_type is None:
+                raise ValueError(f"observation_type {obs.observation_type} is not one we train "
+                                 f"on (0 default, 1 goal signal)")
             if len(shape) == 3:
                 layout, known = _visual_layout(obs)
                 if not known:
                     layout = _matching_layout(path, i, name, shape, target, other) or layout
                 hwc = (shape[1], shape[2], shape[0]) if layout == "chw" else shape
-                specs.append(ObservationSpec(hwc, name, ObservationKind.VISUAL))
+                specs.append(ObservationSpec(hwc, name, ObservationKind.VISUAL, obs_type))
             elif len(shape) == 2:
                 layout = "vector"
-                specs.append(ObservationSpec(shape, name, ObservationKind.VARIABLE_LENGTH))
+                specs.append(ObservationSpec(shape, name, ObservationKind.VARIABLE_LENGTH,
+                                             obs_type))
             else:
                 layout = "vector"
-                specs.append(ObservationSpec(shape, name, ObservationKind.VECTOR))
+                specs.append(ObservationSpec(shape, name, ObservationKind.VECTOR, obs_type))
         except DemonstrationError:
             raise  # one line naming the file already
         except ValueError as error:
@@ -764,6 +779,9 @@ class DemonstrationWriter:
         self._file.write(b"\0" * BRAIN_PARAMETERS_OFFSET)
         self._file.write(_delimited(brain))
         self._dims = []
+        self._types = [proto.OBSERVATION_TYPE_GOAL_SIGNAL
+                       if o.observation_type == ObservationType.GOAL_SIGNAL
+                       else proto.OBSERVATION_TYPE_DEFAULT for o in spec.observation_specs]
         for o in spec.observation_specs:
             self._dims.append({ObservationKind.VECTOR: [proto.DIM_NONE],
                                ObservationKind.VISUAL: [proto.DIM_NONE,
@@ -807,6 +825,8 @@ class DemonstrationWriter:
                 o = info.observations.add()
                 o.name = obs_spec.name
                 o.dimension_properties.extend(self._dims[k])
+                if self._types[k]:  # 0 (default) is protobuf's unset value
+                    o.observation_type = self._types[k]
                 if visual[k]:
                     chw = records.obs[k][r].transpose(2, 0, 1)
                     o.shape.extend(chw.shape)

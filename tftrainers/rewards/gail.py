@@ -130,7 +130,7 @@ class DiscriminatorNetwork(keras.Model):
         self.branches = tuple(int(b) for b in action_spec.discrete_branches)
         inputs = list(spec.observation_specs)
         if self.use_next_obs:  # each observation again, its own encoder
-            inputs += [ObservationSpec(o.shape, f"next_{o.name}", o.kind)
+            inputs += [ObservationSpec(o.shape, f"next_{o.name}", o.kind, o.observation_type)
                        for o in spec.observation_specs]
         if self.use_actions:
             # Actions and the done flag enter the body as one more vector input.
@@ -140,7 +140,8 @@ class DiscriminatorNetwork(keras.Model):
             inputs.append(ObservationSpec((1,), "absorbing"))
         # No memory: the discriminator judges single steps (ML-Agents drops it too).
         self.body = NetworkBody(inputs, ns.hidden_units, ns.num_layers, ns.normalize,
-                                ns.vis_encode_type, memory_size=0, name="body")
+                                ns.vis_encode_type, memory_size=0, name="body",
+                                goal_conditioning=ns.goal_conditioning_type)
         size = self.body.encoding_size
         if self.use_vail:
             self.z_mu = keras.layers.Dense(Z_SIZE, kernel_initializer=kaiming_normal(Z_MU_GAIN),
