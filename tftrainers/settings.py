@@ -130,6 +130,32 @@ class MemorySettings(_Settings):
 
 
 _NO_GOALS = "no environment here has goal-signal observations for it to condition on"
+ENCODER_NAME = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+def encoder_name(value: Any) -> Optional[str]:
+    """``network_settings.encoder`` as written to configuration.yaml: ``MODULE:NAME`` as
+    given, or that of a Python class or function given from code (a layer instance: its
+    class); None for none."""
+    if value is None or isinstance(value, str):
+        return value
+    obj = value if callable(value) and not hasattr(value, "get_config") or \
+        isinstance(value, type) else type(value)
+    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", "?")
+    return f"{module}:{qualname}"
+
+
+def _parse_encoder(value: Any, path: str, source: str) -> Any:
+    """``MODULE:NAME`` (checked here, imported when the network is built) or, from
+    Python, the class, factory or layer itself."""
+    if value is None or callable(value) or hasattr(value, "get_config"):
+        return value
+    if isinstance(value, str) and ENCODER_NAME.match(value.strip()):
+        return value.strip()
+    _fail(source, path, _wrong(value) if not isinstance(value, str)
+          else f"{_show(value)} is not MODULE:NAME",
+          "MODULE:NAME of a Keras layer class or factory (e.g. my_encoders:SmallConv), "
+          "or null for the built-in encoders")
 
 
 @dataclass(kw_only=True)
@@ -143,6 +169,12 @@ class NetworkSettings(_Settings):
         "Encoder for visual observations.", "simple",
         choices=("simple", "nature_cnn", "resnet", "match3", "fully_connected"))
     memory: Optional[MemorySettings] = _opt("Recurrent memory; null for none.", None)
+    encoder: Optional[Any] = _opt(
+        "Your own Keras encoder, MODULE:NAME: a layer class or factory (no argument: it "
+        "encodes each visual observation; one: called with each ObservationSpec, returns a "
+        "layer or null). Replaces the built-in encoders in the policy, critic and reward "
+        "networks; null: the built-in ones (see Custom networks).", None,
+        parse=_parse_encoder)
     goal_conditioning_type: str = _opt(
         "How goal observations condition the network (hyper network or concatenation).",
         "hyper", choices=("hyper", "none"), inert=_NO_GOALS)
@@ -956,7 +988,9 @@ def _convert(tp: Any, value: Any, path: str, source: str, meta: Mapping[str, Any
         value = meta["parse"](value, path, source)
     origin, args = get_origin(tp), get_args(tp)
     if tp is Any:
-        result = copy.deepcopy(value)
+        # A Python object (network_settings.encoder from code) is kept, not copied.
+        result = value if callable(value) or hasattr(value, "get_config") \
+            else copy.deepcopy(value)
     elif origin is Union:
         if value is None and type(None) in args:
             return None
@@ -1166,6 +1200,8 @@ def _plain(value: Any) -> Any:
         return {key: _plain(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(item) for item in value]
+    if callable(value) or hasattr(value, "get_config"):  # an encoder given from Python
+        return encoder_name(value)
     return value
 
 

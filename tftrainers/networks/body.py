@@ -26,6 +26,7 @@ import keras
 import tensorflow as tf
 
 from tftrainers.envs.base import ObservationKind, ObservationSpec
+from tftrainers.networks.custom_encoder import make_user_encoder
 from tftrainers.networks.encoders import VectorInput, make_visual_encoder
 from tftrainers.networks.layers import kaiming_normal, swish, track_layers
 
@@ -42,6 +43,9 @@ class NetworkBody(keras.layers.Layer):
         vis_encode_type: ``simple``, ``nature_cnn``, ``resnet`` or ``fully_connected``.
         memory_size: 0 for no memory; otherwise an even size, the LSTM having
             ``memory_size // 2`` units.
+        encoder: ``network_settings.encoder`` (``MODULE:NAME`` or the object), a user's
+            Keras layer replacing the built-in encoder where it says
+            (``custom_encoder``); None for the built-in encoders only.
 
     Raises:
         ValueError: on an unsupported observation, a too-small image, or an odd memory size.
@@ -49,7 +53,7 @@ class NetworkBody(keras.layers.Layer):
 
     def __init__(self, observation_specs: Sequence[ObservationSpec], hidden_units: int = 128,
                  num_layers: int = 2, normalize: bool = False, vis_encode_type: str = "simple",
-                 memory_size: int = 0, name: str | None = None, **kwargs):
+                 memory_size: int = 0, encoder=None, name: str | None = None, **kwargs):
         super().__init__(name=name, **kwargs)
         if memory_size < 0 or memory_size % 2:
             raise ValueError(f"memory_size must be 0 (no memory) or a positive even number "
@@ -63,7 +67,11 @@ class NetworkBody(keras.layers.Layer):
 
         encoders = []
         for i, spec in enumerate(self.observation_specs):
-            if spec.kind == ObservationKind.VECTOR:
+            user = (make_user_encoder(encoder, spec, normalize, name=f"user_encoder_{i}")
+                    if encoder is not None else None)
+            if user is not None:
+                encoders.append(user)
+            elif spec.kind == ObservationKind.VECTOR:
                 encoders.append(VectorInput(spec.shape[0], normalize, name=f"vector_input_{i}"))
             elif spec.kind == ObservationKind.VISUAL:
                 encoders.append(make_visual_encoder(vis_encode_type, spec.shape, hidden_units,
@@ -133,13 +141,13 @@ class NetworkBody(keras.layers.Layer):
         """Adds a batch of observations (one [n, *shape] per spec) to the running statistics
         of the vector observations. A graph op; no-op when ``normalize`` is off."""
         for encoder, o in zip(self.encoders, obs):
-            if isinstance(encoder, VectorInput):
+            if isinstance(encoder, VectorInput) or hasattr(encoder, "update_normalization"):
                 encoder.update_normalization(o)
 
     def copy_normalization(self, other: "NetworkBody") -> None:
         """Takes the normalisation statistics of another body built for the same specs."""
         for mine, theirs in zip(self.encoders, other.encoders):
-            if isinstance(mine, VectorInput) and mine.normalizer is not None \
+            if getattr(mine, "normalizer", None) is not None \
                     and getattr(theirs, "normalizer", None) is not None:
                 mine.normalizer.copy_from(theirs.normalizer)
 

@@ -82,6 +82,7 @@ class CuriosityNetwork(keras.Model):
         # No memory: curiosity looks at single transitions (ML-Agents drops it too).
         self.encoder = NetworkBody(spec.observation_specs, ns.hidden_units, ns.num_layers,
                                    ns.normalize, ns.vis_encode_type, memory_size=0,
+                                   encoder=ns.encoder,
                                    name="state_encoder")
         features = self.encoder.encoding_size
         action_size = self.continuous_size + sum(self.branches)

@@ -39,7 +39,8 @@ class RNDNetwork(keras.Model):
     def __init__(self, spec: BehaviorSpec, ns: NetworkSettings, **kwargs):
         super().__init__(**kwargs)
         self.body = NetworkBody(spec.observation_specs, ns.hidden_units, ns.num_layers,
-                                ns.normalize, ns.vis_encode_type, memory_size=0, name="body")
+                                ns.normalize, ns.vis_encode_type, memory_size=0,
+                                encoder=ns.encoder, name="body")
         self.head = keras.layers.Dense(ns.hidden_units, kernel_initializer=kaiming_normal(1.0),
                                        name="features")
         self.head.build((None, self.body.encoding_size))

@@ -63,7 +63,7 @@ class Policy:
         self.deterministic = deterministic
         self.seed = seed
         self.actor = PolicyNetwork(spec, ns.hidden_units, ns.num_layers, ns.normalize,
-                                   ns.vis_encode_type, self.memory_size)
+                                   ns.vis_encode_type, self.memory_size, encoder=ns.encoder)
         self.layout = ActLayout(spec, self.memory_size)
         self._jit_compile = jit_compile
         self._tf_act = None  # traced on first use

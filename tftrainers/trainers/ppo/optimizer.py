@@ -213,7 +213,7 @@ class PPOOptimizer:
         ns = self.settings.network_settings
         return Critic(self.policy.spec.observation_specs, self.streams, ns.hidden_units,
                       ns.num_layers, ns.normalize, ns.vis_encode_type,
-                      memory_size=self.memory_size)
+                      memory_size=self.memory_size, encoder=ns.encoder)
 
     def batch_signature(self) -> PPOBatch:
         """Input signature of the buffer the compiled update takes."""
