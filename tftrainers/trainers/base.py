@@ -29,7 +29,7 @@ from tftrainers.acting import ActingStats, AgentManager, WeightUpdate
 from tftrainers.acting.workers import BehaviorSetup
 from tftrainers.checkpoint import Checkpointer
 from tftrainers.envs import BehaviorSpec
-from tftrainers.export.artifacts import export_policy, prune_exports
+from tftrainers.export.artifacts import FORMATS, export_policy, prune_exports
 from tftrainers.processing import EpisodeStats, Trajectory
 from tftrainers.runs import write_behavior_spec
 from tftrainers.settings import TrainerSettings
@@ -83,6 +83,7 @@ class Trainer(abc.ABC):
         self._acting_states: List[dict] = []  # restored, for managers yet to subscribe
         self._entropy_sum, self._entropy_steps = 0.0, 0
         self._program = None  # the act graph as ONNX, converted once
+        self._failed_formats = set()  # export formats that failed once (not tried again)
 
     # --- what an algorithm supplies ---------------------------------------------------------
     @property
@@ -280,8 +281,19 @@ class Trainer(abc.ABC):
             return None
         path = self.checkpointer.save(self.step, self.trackables(), self.checkpoint_state())
         self._saved_step = self.step
-        export_policy(self.policy, self.behavior_name, self.run_dir, self.step,
-                      critic=self.value_critic())
+        formats = [f for f in FORMATS if f not in self._failed_formats]
+        try:
+            export_policy(self.policy, self.behavior_name, self.run_dir, self.step,
+                          formats=formats, critic=self.value_critic())
+        except OnnxExportError as error:
+            # A user's encoder tf2onnx cannot convert: the checkpoint above stays, the
+            # SavedModel is still written; said once.
+            self._failed_formats.add("onnx")
+            self.log(f"[WARNING] {self.behavior_name}: no ONNX export "
+                     f"({str(error).splitlines()[0]}); checkpoints and SavedModel exports "
+                     f"go on")
+            export_policy(self.policy, self.behavior_name, self.run_dir, self.step,
+                          formats=["savedmodel"], critic=self.value_critic())
         prune_exports(self.run_dir, self.behavior_name, self.settings.keep_checkpoints)
         return path
 
