@@ -67,13 +67,16 @@ class ExportedPolicy:
     behavior."""
 
     def __init__(self, path: str, env: BaseEnv, deterministic: bool = False):
+        from tftrainers.console import stderr_without
         from tftrainers.export import exported_policy
         if len(env.behavior_specs) != 1:
             raise ValueError(f"{path}: an exported model acts for one behavior; the env has "
                              f"{', '.join(env.behavior_specs)}")
         (spec,) = env.behavior_specs.values()
         try:
-            self.model = exported_policy(path, spec, deterministic)
+            # LiteRT announces its CPU delegate on stderr at load, once per interpreter.
+            with stderr_without(lambda line: line.startswith("INFO: Created TensorFlow Lite")):
+                self.model = exported_policy(path, spec, deterministic)
         except ValueError as error:
             raise ValueError(f"{path}: {error}") if not str(error).startswith(path) else error
 
