@@ -29,8 +29,8 @@ ALL_FORMATS = ("onnx", "savedmodel", "keras", "tflite")
 _FILE_FORMATS = {
     "onnx": ((".onnx", "export_onnx", {}),),
     "keras": ((".keras", "export_keras", {}),),
-    "tflite": ((".tflite", "export_tflite", {}), (".int8.tflite", "export_tflite",
-                                                   {"quantize": True})),
+    "tflite": ((".tflite", "export_tflite", {}),
+               (".int8.tflite", "export_tflite", {"quantize": True})),
 }
 _SUFFIXES = "|".join(re.escape(s) for specs in _FILE_FORMATS.values() for s, _, _ in specs)
 

@@ -129,4 +129,3 @@ def export_keras(policy, path: str) -> str:
             os.remove(tmp)
         raise
     return path
-
