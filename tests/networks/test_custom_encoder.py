@@ -249,3 +249,22 @@ def test_learn_cli_says_what_is_wrong_with_the_encoder(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert info.value.code == 2 and len(err.splitlines()) == 1, err
     assert "network_settings.encoder: 'no_such_module:Encoder': no module" in err
+
+
+def test_reward_networks_take_the_encoder_of_their_own_network_settings():
+    from tftrainers.rewards.curiosity import CuriosityNetwork
+    from tftrainers.rewards.gail import DiscriminatorNetwork
+    from tftrainers.rewards.rnd import RNDNetwork
+    ns = {"hidden_units": 8, "num_layers": 1, "encoder": ENCODER}
+    settings = RunOptions.from_dict({"behaviors": {"GridWorld": {"reward_signals": {
+        "extrinsic": {}, "curiosity": {"network_settings": ns},
+        "rnd": {"network_settings": ns},
+        "gail": {"demo_path": "unused.demo", "network_settings": ns}}}}}
+    ).settings_for("GridWorld").reward_signals
+    spec = visual_spec()
+    bodies = {"curiosity": CuriosityNetwork(spec, settings["curiosity"]).encoder,
+              "rnd": RNDNetwork(spec, settings["rnd"].network_settings).body,
+              "gail": DiscriminatorNetwork(spec, settings["gail"]).body}
+    for name, body in bodies.items():
+        assert isinstance(body.encoders[0], UserEncoder), name
+        assert isinstance(body.encoders[0].layer, CellConv), name
