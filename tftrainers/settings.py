@@ -172,8 +172,9 @@ class NetworkSettings(_Settings):
     encoder: Optional[Any] = _opt(
         "Your own Keras encoder, MODULE:NAME: a layer class or factory (no argument: it "
         "encodes each visual observation; one: called with each ObservationSpec, returns a "
-        "layer or null). Replaces the built-in encoders in the policy, critic and reward "
-        "networks; null: the built-in ones (see Custom networks).", None,
+        "layer or null). Replaces the built-in encoders of the networks these settings "
+        "shape (the behavior's: policy and critic; a reward signal's: its own network); "
+        "null: the built-in ones (see Custom networks).", None,
         parse=_parse_encoder)
     goal_conditioning_type: str = _opt(
         "How goal observations condition the network (hyper network or concatenation).",
