@@ -238,18 +238,22 @@ def learn_main(argv: Optional[List[str]] = None) -> int:
 
 @_command("tftrainers-export")
 def export_main(argv: Optional[List[str]] = None) -> int:
-    """``tftrainers-export results/RUN``: ONNX and SavedModel of a run's latest checkpoints."""
+    """``tftrainers-export results/RUN``: ONNX and SavedModel (or ``--format`` onnx,
+    savedmodel, keras, tflite) of a run's latest checkpoints."""
     from tftrainers.checkpoint import CheckpointError
     from tftrainers.export import DEFAULT_OPSET, SUPPORTED_OPSETS
-    from tftrainers.export.artifacts import export_policy
+    from tftrainers.export.artifacts import ALL_FORMATS, FORMATS, export_policy
+    from tftrainers.tf_utils.onnx_function import OnnxExportError
     from tftrainers.runs import load_policy, run_behaviors
 
     parser = _Parser(prog="tftrainers-export",
                      description="Export a training run's latest policies for deployment.")
     parser.add_argument("run", help="the run folder, e.g. results/RUN")
     parser.add_argument("--behavior", default=None, help="one behavior (default: all)")
-    parser.add_argument("--format", nargs="+", choices=("onnx", "savedmodel"),
-                        default=["onnx", "savedmodel"], help="what to write")
+    parser.add_argument("--format", nargs="+", choices=ALL_FORMATS, default=list(FORMATS),
+                        help="what to write: onnx, savedmodel (the default two), keras "
+                             "(.keras), tflite (float32 .tflite and dynamic-range quantised "
+                             ".int8.tflite)")
     parser.add_argument("--opset", type=int, default=DEFAULT_OPSET,
                         help=f"ONNX opset, {SUPPORTED_OPSETS.start}..{SUPPORTED_OPSETS.stop - 1}"
                              f" (Unity Sentis range); default {DEFAULT_OPSET}")
@@ -274,7 +278,7 @@ def export_main(argv: Optional[List[str]] = None) -> int:
                                         formats=args.format, opset=args.opset, critic=critic)
             for path in written:
                 print(path)
-    except (CheckpointError, ValueError) as error:
+    except (CheckpointError, ValueError, OnnxExportError) as error:
         parser.error(str(error))
     return 0
 

@@ -25,8 +25,9 @@ from tftrainers.envs.checks import check_steps
 
 Policy = Callable[[str, DecisionSteps], ActionTuple]
 POLICY_HELP = ("heuristic (the env's teacher), random, a run folder results/RUN (its latest "
-               "checkpoint), an exported PATH.onnx (onnxruntime) or a SavedModel folder "
-               "PATH/saved_model[/VERSION] (TensorFlow)")
+               "checkpoint), an exported PATH.onnx (onnxruntime), PATH.keras (Keras), "
+               "PATH.tflite (LiteRT) or a SavedModel folder PATH/saved_model[/VERSION] "
+               "(TensorFlow)")
 
 
 class RandomPolicy:
@@ -62,17 +63,20 @@ class CheckpointPolicy:
 
 
 class ExportedPolicy:
-    """An exported model (ONNX or SavedModel) acting for the env's single behavior."""
+    """An exported model (ONNX, .keras, TFLite or SavedModel) acting for the env's single
+    behavior."""
 
     def __init__(self, path: str, env: BaseEnv, deterministic: bool = False):
-        from tftrainers.export import OnnxPolicy, SavedModelPolicy
+        from tftrainers.console import stderr_without
+        from tftrainers.export import exported_policy
         if len(env.behavior_specs) != 1:
             raise ValueError(f"{path}: an exported model acts for one behavior; the env has "
                              f"{', '.join(env.behavior_specs)}")
         (spec,) = env.behavior_specs.values()
-        kind = OnnxPolicy if path.endswith(".onnx") else SavedModelPolicy
         try:
-            self.model = kind(path, spec, deterministic)
+            # LiteRT announces its CPU delegate on stderr at load, once per interpreter.
+            with stderr_without(lambda line: line.startswith("INFO: Created TensorFlow Lite")):
+                self.model = exported_policy(path, spec, deterministic)
         except ValueError as error:
             raise ValueError(f"{path}: {error}") if not str(error).startswith(path) else error
 
@@ -89,9 +93,10 @@ def make_policy(name: str, env: BaseEnv, seed: int = 0, deterministic: bool = Fa
         return env.heuristic
     if name == "random":
         return RandomPolicy(env, seed)
-    if name.endswith(".onnx"):
+    if name.endswith((".onnx", ".keras", ".tflite")):
         if not os.path.isfile(name):
-            raise ValueError(f"{name}: no such ONNX file")
+            kind = {"onnx": "ONNX", "keras": ".keras", "tflite": "TFLite"}[name.rsplit(".", 1)[1]]
+            raise ValueError(f"{name}: no such {kind} file")
         return ExportedPolicy(name, env, deterministic)
     if os.path.isfile(os.path.join(name, "configuration.yaml")):
         return CheckpointPolicy(name, env, seed, deterministic)

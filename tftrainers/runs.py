@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, List, Optional
 from tftrainers.checkpoint import INDEX_FILE, Checkpointer, CheckpointError
 from tftrainers.envs.base import BehaviorSpec
 from tftrainers.run_folder import CONFIG_FILE, write_atomically
+from tftrainers.settings import encoder_name
 
 SPEC_FILE = "behavior_spec.json"
 # What fixes the shapes of a network's variables (``deterministic`` and the LSTM's
@@ -98,6 +99,7 @@ def _network_shape(network_settings) -> Dict[str, Any]:
     shape = {key: getattr(network_settings, key) for key in _NETWORK_KEYS}
     memory = network_settings.memory
     shape["memory"] = None if memory is None else {"memory_size": memory.memory_size}
+    shape["encoder"] = encoder_name(network_settings.encoder)
     return shape
 
 
@@ -247,7 +249,7 @@ def load_policy(run_dir: str, behavior: str, spec: Optional[BehaviorSpec] = None
         critic = Critic(trained.observation_specs, list(settings.reward_signals),
                         ns.hidden_units, ns.num_layers, ns.normalize, ns.vis_encode_type,
                         memory_size=policy.memory_size,
-                        goal_conditioning=ns.goal_conditioning_type)
+                        goal_conditioning=ns.goal_conditioning_type, encoder=ns.encoder)
         trackables["critic"] = critic
     entry, _, _ = checkpointer.restore_newest(trackables, log=log)
     out = (policy,) + ((entry["step"],) if with_step else ()) + ((critic,) if with_critic

@@ -129,6 +129,34 @@ class MemorySettings(_Settings):
                             128, gt=0, multiple_of=2)
 
 
+ENCODER_NAME = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+def encoder_name(value: Any) -> Optional[str]:
+    """``network_settings.encoder`` as written to configuration.yaml: ``MODULE:NAME`` as
+    given, or that of a Python class or function given from code (a layer instance: its
+    class); None for none."""
+    if value is None or isinstance(value, str):
+        return value
+    obj = value if callable(value) and not hasattr(value, "get_config") or \
+        isinstance(value, type) else type(value)
+    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", "?")
+    return f"{module}:{qualname}"
+
+
+def _parse_encoder(value: Any, path: str, source: str) -> Any:
+    """``MODULE:NAME`` (checked here, imported when the network is built) or, from
+    Python, the class, factory or layer itself."""
+    if value is None or callable(value) or hasattr(value, "get_config"):
+        return value
+    if isinstance(value, str) and ENCODER_NAME.match(value.strip()):
+        return value.strip()
+    _fail(source, path, _wrong(value) if not isinstance(value, str)
+          else f"{_show(value)} is not MODULE:NAME",
+          "MODULE:NAME of a Keras layer class or factory (e.g. my_encoders:SmallConv), "
+          "or null for the built-in encoders")
+
+
 @dataclass(kw_only=True)
 class NetworkSettings(_Settings):
     """Shape of a network body: normalizer, encoders, hidden layers, optional memory."""
@@ -140,6 +168,13 @@ class NetworkSettings(_Settings):
         "Encoder for visual observations.", "simple",
         choices=("simple", "nature_cnn", "resnet", "match3", "fully_connected"))
     memory: Optional[MemorySettings] = _opt("Recurrent memory; null for none.", None)
+    encoder: Optional[Any] = _opt(
+        "Your own Keras encoder, MODULE:NAME: a layer class or factory (no argument: it "
+        "encodes each visual observation; one: called with each ObservationSpec, returns a "
+        "layer or null). Replaces the built-in encoders of the networks these settings "
+        "shape (the behavior's: policy and critic; a reward signal's: its own network); "
+        "null: the built-in ones (see Custom networks).", None,
+        parse=_parse_encoder)
     goal_conditioning_type: str = _opt(
         "How goal-signal observations condition the network: hyper (a hypernetwork makes "
         "the last hidden layer's weights from the goal) or none (a plain input).",
@@ -998,7 +1033,9 @@ def _convert(tp: Any, value: Any, path: str, source: str, meta: Mapping[str, Any
         value = meta["parse"](value, path, source)
     origin, args = get_origin(tp), get_args(tp)
     if tp is Any:
-        result = copy.deepcopy(value)
+        # A Python object (network_settings.encoder from code) is kept, not copied.
+        result = value if callable(value) or hasattr(value, "get_config") \
+            else copy.deepcopy(value)
     elif origin is Union:
         if value is None and type(None) in args:
             return None
@@ -1208,6 +1245,8 @@ def _plain(value: Any) -> Any:
         return {key: _plain(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(item) for item in value]
+    if callable(value) or hasattr(value, "get_config"):  # an encoder given from Python
+        return encoder_name(value)
     return value
 
 

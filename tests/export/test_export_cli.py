@@ -152,3 +152,18 @@ def test_tf_serving_request_script_builds_a_checked_body(run, tmp_path):
     assert len(response["predictions"]) == 3
     assert response["predictions"][0]["version_number"] == [3.0]
     assert response["predictions"][0]["deterministic_discrete_actions"][0] in (0, 1, 2)
+
+
+def test_export_keras_and_tflite_score_like_the_checkpoint(run, tmp_path, capsys):
+    pytest.importorskip("ai_edge_litert")
+    out = str(tmp_path / "formats")
+    assert export_main([run, "--output", out, "--format", "keras", "tflite"]) == 0
+    written = capsys.readouterr().out.split()
+    latest = [os.path.join(out, f"Basic{suffix}") for suffix in (".keras", ".tflite",
+                                                                 ".int8.tflite")]
+    assert set(latest) <= set(written) and all(os.path.isfile(p) for p in written)
+    assert not os.path.exists(os.path.join(out, "Basic.onnx"))
+    args = ["builtin:Basic", "--episodes", "16", "--deterministic", "--policy"]
+    checkpoint = score(capsys, *args, run)
+    for path in latest:
+        assert score(capsys, *args, path) == pytest.approx(checkpoint, abs=1e-6), path

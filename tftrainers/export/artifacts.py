@@ -4,6 +4,13 @@
     results/RUN/<Behavior>.onnx                       the latest (what Unity users pick up)
     results/RUN/<Behavior>/saved_model/<step>/        numeric versions, as TF Serving expects
 
+Training writes ONNX and SavedModel at every checkpoint; ``tftrainers-export --format``
+also writes, the same way (versioned in the behavior's folder, the latest beside it):
+
+    <Behavior>-<step>.keras, <Behavior>.keras         Keras 3 native (keras_export)
+    <Behavior>-<step>.tflite, <Behavior>.tflite       TFLite float32 (tflite_export)
+    <Behavior>-<step>.int8.tflite, <Behavior>.int8.tflite   dynamic-range quantised
+
 Each file or folder is written under a temporary name and renamed into place, so a reader
 (TF Serving polls the folder) never sees half an export. A folder that cannot be written
 (read-only, full) is one ``ExportWriteError`` line naming it.
@@ -16,6 +23,16 @@ import shutil
 from typing import List, Sequence
 
 FORMATS = ("onnx", "savedmodel")
+#: Every format ``tftrainers-export --format`` writes.
+ALL_FORMATS = ("onnx", "savedmodel", "keras", "tflite")
+#: The single-file formats: format -> (suffix, writer name in tftrainers.export, kwargs).
+_FILE_FORMATS = {
+    "onnx": ((".onnx", "export_onnx", {}),),
+    "keras": ((".keras", "export_keras", {}),),
+    "tflite": ((".tflite", "export_tflite", {}),
+               (".int8.tflite", "export_tflite", {"quantize": True})),
+}
+_SUFFIXES = "|".join(re.escape(s) for specs in _FILE_FORMATS.values() for s, _, _ in specs)
 
 
 class ExportWriteError(ValueError):
@@ -43,19 +60,27 @@ def export_policy(policy, behavior: str, out_dir: str, step: int,
 
 
 def _export(policy, behavior, out_dir, step, formats, opset, critic) -> List[str]:
-    from tftrainers.export import DEFAULT_OPSET, export_onnx, export_savedmodel
+    import tftrainers.export as export
+    from tftrainers.export import DEFAULT_OPSET, export_savedmodel
     written = []
     behavior_dir = os.path.join(out_dir, behavior)
     os.makedirs(behavior_dir, exist_ok=True)
     tmp_tag = f".tmp-{os.getpid()}"
-    if "onnx" in formats:
-        versioned = os.path.join(behavior_dir, f"{behavior}-{step}.onnx")
-        export_onnx(policy, versioned + tmp_tag, opset=opset or DEFAULT_OPSET)
-        os.replace(versioned + tmp_tag, versioned)
-        latest = os.path.join(out_dir, f"{behavior}.onnx")
-        shutil.copyfile(versioned, latest + tmp_tag)
-        os.replace(latest + tmp_tag, latest)
-        written += [versioned, latest]
+    for fmt in ("onnx", "keras", "tflite"):
+        if fmt not in formats:
+            continue
+        for suffix, writer, kwargs in _FILE_FORMATS[fmt]:
+            if fmt == "onnx":
+                kwargs = {"opset": opset or DEFAULT_OPSET}
+            versioned = os.path.join(behavior_dir, f"{behavior}-{step}{suffix}")
+            # Keras insists on its own suffix: the temporary name keeps it.
+            tmp = os.path.join(behavior_dir, f".tmp-{os.getpid()}-{behavior}-{step}{suffix}")
+            getattr(export, writer)(policy, tmp, **kwargs)
+            os.replace(tmp, versioned)
+            latest = os.path.join(out_dir, f"{behavior}{suffix}")
+            shutil.copyfile(versioned, latest + tmp_tag)
+            os.replace(latest + tmp_tag, latest)
+            written += [versioned, latest]
     if "savedmodel" in formats:
         root = os.path.join(behavior_dir, "saved_model")
         final = os.path.join(root, str(step))
@@ -72,13 +97,16 @@ def _export(policy, behavior, out_dir, step, formats, opset, critic) -> List[str
 
 
 def prune_exports(out_dir: str, behavior: str, keep: int) -> None:
-    """Keeps the newest ``keep`` versioned ONNX files and SavedModel versions."""
+    """Keeps the newest ``keep`` versioned files of each format and SavedModel versions."""
     behavior_dir = os.path.join(out_dir, behavior)
-    pattern = re.compile(rf"^{re.escape(behavior)}-(\d+)\.onnx$")
-    onnx = sorted((int(m.group(1)), name) for name in _list(behavior_dir)
-                  if (m := pattern.match(name)))
-    for _, name in onnx[:-keep]:
-        os.remove(os.path.join(behavior_dir, name))
+    pattern = re.compile(rf"^{re.escape(behavior)}-(\d+)({_SUFFIXES})$")
+    by_suffix = {}
+    for name in _list(behavior_dir):
+        if (m := pattern.match(name)):
+            by_suffix.setdefault(m.group(2), []).append((int(m.group(1)), name))
+    for files in by_suffix.values():
+        for _, name in sorted(files)[:-keep]:
+            os.remove(os.path.join(behavior_dir, name))
     root = os.path.join(behavior_dir, "saved_model")
     versions = sorted(int(name) for name in _list(root) if name.isdigit())
     for version in versions[:-keep]:

@@ -2,8 +2,14 @@
 
     spec = env.behavior_specs["GridWorld"]
     policy = OnnxPolicy("GridWorld.onnx", spec, deterministic=True)
-    # or SavedModelPolicy("serving/GridWorld", spec): the highest version folder
+    # or SavedModelPolicy("serving/GridWorld", spec): the highest version folder,
+    # KerasPolicy("GridWorld.keras", spec), TFLitePolicy("GridWorld.tflite", spec),
+    # or exported_policy(path, spec), which picks the kind from the path
     results = evaluate(env, policy, episodes=20)
+
+``behavior_spec`` may be None: the spec is then read from the model itself (observation
+inputs of rank 1 are vectors, of rank 3 images [C, H, W]; the action sizes from the
+constant outputs), so an exported file needs no config and no env to load.
 
 Each policy serves one behavior, with the call shape of ``tftrainers.evaluate``'s policies:
 ``policy(behavior_name, decision_steps) -> ActionTuple`` and
@@ -131,13 +137,80 @@ def _saved_model_folder(path: str) -> str:
     return os.path.join(path, str(versions[-1]))
 
 
+class _KerasModel(_Model):
+    """A ``.keras`` file of ``keras_export``, run as one compiled TensorFlow function."""
+
+    def __init__(self, path: str):
+        import keras
+
+        import tftrainers.export.keras_export  # noqa: F401  (registers ExportedPolicy)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{path}: no such .keras file")
+        try:
+            self.keras_model = keras.models.load_model(path)
+        except Exception as error:  # zip, JSON, h5 and deserialisation errors: many kinds
+            raise ValueError(f"{path}: not a readable .keras policy ({_reason(error)})") \
+                from error
+
+        def describe(tensors):
+            return {name: (tuple(t.shape), "f" if "float" in str(t.dtype) else "i")
+                    for name, t in tensors.items()}
+
+        model = self.keras_model
+        if not isinstance(model.input, dict) or not isinstance(model.output, dict):
+            raise ValueError(f"{path}: not a tftrainers policy (its inputs and outputs are "
+                             f"not named by the export contract)")
+        self.inputs = describe(model.input)
+        self.outputs = describe(model.output)
+        self._call = tf.function(lambda feeds: model(feeds, training=False),
+                                 reduce_retracing=True)
+
+    def run(self, names, feeds):
+        out = self._call({k: tf.constant(v) for k, v in feeds.items()})
+        return [out[name].numpy() for name in names]
+
+
+class _TFLiteModel(_Model):
+    """A ``.tflite`` file of ``tflite_export`` in the LiteRT interpreter (``ai-edge-litert``;
+    TensorFlow's own ``tf.lite.Interpreter`` when that is not installed)."""
+
+    def __init__(self, path: str):
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{path}: no such TFLite file")
+        try:
+            from ai_edge_litert.interpreter import Interpreter
+        except ImportError:  # the same flatbuffer runtime, deprecated in TensorFlow
+            Interpreter = tf.lite.Interpreter
+        try:
+            # One agent batch per env step: one thread, as for onnxruntime.
+            self.interpreter = Interpreter(model_path=path, num_threads=1)
+            self.runner = self.interpreter.get_signature_runner(contract.SERVING_SIGNATURE)
+        except Exception as error:  # flatbuffer and signature errors
+            raise ValueError(f"{path}: not a readable TFLite policy ({_reason(error)})") \
+                from error
+
+        def describe(details):
+            return {name: (tuple(None if d < 0 else int(d) for d in detail["shape_signature"]),
+                           "f" if np.dtype(detail["dtype"]).kind == "f" else "i")
+                    for name, detail in details.items()}
+
+        self.inputs = describe(self.runner.get_input_details())
+        self.outputs = describe(self.runner.get_output_details())
+
+    def run(self, names, feeds):
+        out = self.runner(**{k: np.ascontiguousarray(v, np.float32) for k, v in feeds.items()})
+        return [out[name] for name in names]
+
+
 class _ExportedPolicy:
     """Runs a model with the contract's inputs and outputs for one behavior's agents."""
 
-    def __init__(self, model: _Model, source: str, behavior_spec: BehaviorSpec,
+    def __init__(self, model: _Model, source: str, behavior_spec: Optional[BehaviorSpec],
                  deterministic: bool):
         self.model = model
         self.source = source
+        if behavior_spec is None:
+            behavior_spec = self._spec_from_model()
         self.spec = behavior_spec
         self.deterministic = bool(deterministic)
         action_spec = behavior_spec.action_spec
@@ -161,6 +234,37 @@ class _ExportedPolicy:
     # --- checks at load ---------------------------------------------------------------
     def _error(self, message: str) -> ValueError:
         return ValueError(f"{self.source}: {message}")
+
+    def _spec_from_model(self) -> BehaviorSpec:
+        """The behavior spec the model was exported for, read from its inputs and its
+        constant outputs (observation names are the contract's, ``obs_i``)."""
+        from tftrainers.envs.base import ActionSpec, ObservationSpec
+        inputs = self.model.inputs
+        names = sorted((n for n in inputs if n.startswith("obs_")), key=lambda n: (len(n), n))
+        observations = []
+        for name in names:
+            shape = inputs[name][0][1:]
+            if None in shape or len(shape) not in (1, 3):
+                raise self._error(f"model input {name} has shape {_format_shape(inputs[name][0])}"
+                                  f"; expected [?, size] or [?, C, H, W]")
+            if len(shape) == 3:  # the contract's CHW -> the env's HWC
+                observations.append(ObservationSpec((shape[1], shape[2], shape[0]), name,
+                                                    ObservationKind.VISUAL))
+            else:
+                observations.append(ObservationSpec(shape, name))
+        constants = [n for n in (contract.CONTINUOUS_ACTION_OUTPUT_SHAPE,
+                                 contract.DISCRETE_ACTION_OUTPUT_SHAPE) if n in self.model.outputs]
+        feeds = {name: np.zeros([1 if d is None else d for d in shape], np.float32)
+                 for name, (shape, _) in inputs.items()}
+        if contract.ACTION_MASKS in feeds:
+            feeds[contract.ACTION_MASKS][:] = 1.0
+        values = dict(zip(constants, self.model.run(constants, feeds))) if constants else {}
+        continuous = values.get(contract.CONTINUOUS_ACTION_OUTPUT_SHAPE)
+        branches = values.get(contract.DISCRETE_ACTION_OUTPUT_SHAPE)
+        return BehaviorSpec(tuple(observations), ActionSpec(
+            int(np.asarray(continuous).reshape(-1)[0]) if continuous is not None else 0,
+            tuple(int(b) for b in np.asarray(branches).reshape(-1))
+            if branches is not None else ()))
 
     def _check_inputs(self) -> int:
         """Checks the model's inputs against the env; returns the model's memory size."""
@@ -317,7 +421,7 @@ class OnnxPolicy(_ExportedPolicy):
 
     Args:
         path: the ``.onnx`` file.
-        behavior_spec: the spec of the behavior it acts for.
+        behavior_spec: the spec of the behavior it acts for; None: read from the model.
         deterministic: take ``deterministic_*_actions`` instead of the sampled actions.
 
     Raises:
@@ -325,7 +429,8 @@ class OnnxPolicy(_ExportedPolicy):
         ValueError: the model does not fit ``behavior_spec`` (naming what differs).
     """
 
-    def __init__(self, path: str, behavior_spec: BehaviorSpec, deterministic: bool = False):
+    def __init__(self, path: str, behavior_spec: Optional[BehaviorSpec] = None,
+                 deterministic: bool = False):
         super().__init__(_OnnxModel(path), path, behavior_spec, deterministic)
 
 
@@ -335,7 +440,7 @@ class SavedModelPolicy(_ExportedPolicy):
     Args:
         path: a SavedModel folder, or a model base path whose highest numbered version
             folder is taken (as TF Serving does).
-        behavior_spec: the spec of the behavior it acts for.
+        behavior_spec: the spec of the behavior it acts for; None: read from the model.
         deterministic: take ``deterministic_*_actions`` instead of the sampled actions.
 
     Raises:
@@ -344,6 +449,66 @@ class SavedModelPolicy(_ExportedPolicy):
             ``behavior_spec`` (naming what differs).
     """
 
-    def __init__(self, path: str, behavior_spec: BehaviorSpec, deterministic: bool = False):
+    def __init__(self, path: str, behavior_spec: Optional[BehaviorSpec] = None,
+                 deterministic: bool = False):
         model = _SavedModel(path)
         super().__init__(model, model.folder, behavior_spec, deterministic)
+
+
+class KerasPolicy(_ExportedPolicy):
+    """An exported ``.keras`` policy (``keras_export``) run by Keras / TensorFlow.
+
+    Args:
+        path: the ``.keras`` file.
+        behavior_spec: the spec of the behavior it acts for; None: read from the model.
+        deterministic: take ``deterministic_*_actions`` instead of the sampled actions.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: not a readable policy, or one that does not fit ``behavior_spec``.
+    """
+
+    def __init__(self, path: str, behavior_spec: Optional[BehaviorSpec] = None,
+                 deterministic: bool = False):
+        model = _KerasModel(path)
+        super().__init__(model, path, behavior_spec, deterministic)
+        #: The loaded ``keras.Model`` (inputs and outputs named by the contract).
+        self.keras_model = model.keras_model
+
+
+class TFLitePolicy(_ExportedPolicy):
+    """An exported ``.tflite`` policy (``tflite_export``, float32 or quantised) run by the
+    LiteRT interpreter.
+
+    Args:
+        path: the ``.tflite`` file.
+        behavior_spec: the spec of the behavior it acts for; None: read from the model.
+        deterministic: take ``deterministic_*_actions`` instead of the sampled actions.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: not a readable policy, or one that does not fit ``behavior_spec``.
+    """
+
+    def __init__(self, path: str, behavior_spec: Optional[BehaviorSpec] = None,
+                 deterministic: bool = False):
+        super().__init__(_TFLiteModel(path), path, behavior_spec, deterministic)
+
+
+#: Exported files each policy kind reads, by how the path ends.
+SUFFIXES = {".onnx": "OnnxPolicy", ".keras": "KerasPolicy", ".tflite": "TFLitePolicy"}
+
+
+def exported_policy(path: str, behavior_spec: Optional[BehaviorSpec] = None,
+                    deterministic: bool = False) -> _ExportedPolicy:
+    """The policy of an exported model of any format: ``.onnx``, ``.keras``, ``.tflite``,
+    else a SavedModel folder (or a model base path of numbered versions).
+
+    Raises:
+        FileNotFoundError: no such file, or no SavedModel in the folder.
+        ValueError: not a readable model, or one that does not fit ``behavior_spec``.
+    """
+    for suffix, kind in SUFFIXES.items():
+        if path.endswith(suffix):
+            return globals()[kind](path, behavior_spec, deterministic)
+    return SavedModelPolicy(path, behavior_spec, deterministic)

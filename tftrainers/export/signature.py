@@ -136,6 +136,36 @@ def network_inputs(spec: BehaviorSpec, memory_size: int, inputs: Dict[str, tf.Te
     return obs, masks, memory
 
 
+def contract_outputs(actor, spec: BehaviorSpec, memory_size: int,
+                     inputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """The contract's outputs of ``actor`` (a ``PolicyNetwork``) for the contract's inputs
+    (name -> tensor), keyed by ``output_names(spec, memory_size)`` in that order: what every
+    exported format computes (ONNX, SavedModel, .keras, TFLite)."""
+    action_spec = spec.action_spec
+    continuous_size = action_spec.continuous_size
+    branches = tuple(action_spec.discrete_branches)
+    obs, masks, memory = network_inputs(spec, memory_size, inputs)
+    # One body pass feeds both the sampled and the deterministic heads.
+    encoding, new_memory = actor.body(obs, memory=memory)
+    sample = actor.action_model.sample(encoding, masks)
+    mode = actor.action_model.deterministic(encoding, masks)
+    out = {VERSION_NUMBER: tf.constant([MODEL_VERSION], tf.float32),
+           MEMORY_SIZE: tf.constant([memory_size], tf.float32)}
+    if continuous_size:
+        out[CONTINUOUS_ACTIONS] = actor.action_model.env_actions(sample.continuous)
+        out[CONTINUOUS_ACTION_OUTPUT_SHAPE] = tf.constant([continuous_size], tf.float32)
+        out[DETERMINISTIC_CONTINUOUS_ACTIONS] = actor.action_model.env_actions(mode.continuous)
+    if branches:
+        out[DISCRETE_ACTIONS] = tf.cast(sample.discrete, DISCRETE_ACTION_DTYPE)
+        out[DISCRETE_ACTION_OUTPUT_SHAPE] = tf.constant(branches, tf.float32)
+        out[DETERMINISTIC_DISCRETE_ACTIONS] = tf.cast(mode.discrete, DISCRETE_ACTION_DTYPE)
+    if memory_size:
+        out[RECURRENT_OUT] = tf.expand_dims(new_memory, 1)
+    # Named identities give the graph's output nodes the contract's names.
+    return {name: tf.identity(out[name], name=name)
+            for name in output_names(spec, memory_size)}
+
+
 def inference_function(policy) -> tf.types.experimental.GenericFunction:
     """The contract's inference function for a trained ``Policy``.
 
@@ -156,33 +186,8 @@ def inference_function(policy) -> tf.types.experimental.GenericFunction:
     actor = policy.actor
     signature = input_signature(spec, memory_size)
     names = [s.name for s in signature]
-    action_spec = spec.action_spec
-    continuous_size = action_spec.continuous_size
-    branches = tuple(action_spec.discrete_branches)
 
     def serve(*args):
-        inputs = dict(zip(names, args))
-        obs, masks, memory = network_inputs(spec, memory_size, inputs)
-        # One body pass feeds both the sampled and the deterministic heads.
-        encoding, new_memory = actor.body(obs, memory=memory)
-        sample = actor.action_model.sample(encoding, masks)
-        mode = actor.action_model.deterministic(encoding, masks)
-        out = {VERSION_NUMBER: tf.constant([MODEL_VERSION], tf.float32),
-               MEMORY_SIZE: tf.constant([memory_size], tf.float32)}
-        if continuous_size:
-            out[CONTINUOUS_ACTIONS] = actor.action_model.env_actions(sample.continuous)
-            out[CONTINUOUS_ACTION_OUTPUT_SHAPE] = tf.constant([continuous_size], tf.float32)
-            out[DETERMINISTIC_CONTINUOUS_ACTIONS] = actor.action_model.env_actions(
-                mode.continuous)
-        if branches:
-            out[DISCRETE_ACTIONS] = tf.cast(sample.discrete, DISCRETE_ACTION_DTYPE)
-            out[DISCRETE_ACTION_OUTPUT_SHAPE] = tf.constant(branches, tf.float32)
-            out[DETERMINISTIC_DISCRETE_ACTIONS] = tf.cast(mode.discrete, DISCRETE_ACTION_DTYPE)
-        if memory_size:
-            out[RECURRENT_OUT] = tf.expand_dims(new_memory, 1)
-        # Named identities give the graph's output nodes the contract's names.
-        return {name: tf.identity(out[name], name=name) for name in ordered}
-
-    ordered = output_names(spec, memory_size)
+        return contract_outputs(actor, spec, memory_size, dict(zip(names, args)))
 
     return tf.function(serve, input_signature=signature, autograph=False)

@@ -41,6 +41,7 @@ import tensorflow as tf
 from tftrainers.envs.base import ObservationKind, ObservationSpec, ObservationType
 from tftrainers.networks.attention import EntityEmbedding, ResidualSelfAttention, entity_mask
 from tftrainers.networks.conditioning import HyperDense
+from tftrainers.networks.custom_encoder import make_user_encoder
 from tftrainers.networks.encoders import VectorInput, make_visual_encoder
 from tftrainers.networks.layers import kaiming_normal, swish, track_layers
 
@@ -66,6 +67,9 @@ class NetworkBody(keras.layers.Layer):
         goal_conditioning: ``hyper`` (the last hidden layer's weights are made from the
             goal signals) or ``none`` (goal signals are plain inputs). No effect without
             goal signals or hidden layers.
+        encoder: ``network_settings.encoder`` (``MODULE:NAME`` or the object), a user's
+            Keras layer replacing the built-in encoder where it says
+            (``custom_encoder``); None for the built-in encoders only.
 
     Raises:
         ValueError: on an unsupported observation, a too-small image, or an odd memory size.
@@ -73,7 +77,7 @@ class NetworkBody(keras.layers.Layer):
 
     def __init__(self, observation_specs: Sequence[ObservationSpec], hidden_units: int = 128,
                  num_layers: int = 2, normalize: bool = False, vis_encode_type: str = "simple",
-                 memory_size: int = 0, name: str | None = None,
+                 memory_size: int = 0, encoder=None, name: str | None = None,
                  goal_conditioning: str = "hyper", **kwargs):
         super().__init__(name=name, **kwargs)
         if memory_size < 0 or memory_size % 2:
@@ -94,7 +98,11 @@ class NetworkBody(keras.layers.Layer):
                                       for s in self.observation_specs)
         encoders = []
         for i, spec in enumerate(self.observation_specs):
-            if spec.kind == ObservationKind.VECTOR:
+            user = (make_user_encoder(encoder, spec, normalize, name=f"user_encoder_{i}")
+                    if encoder is not None else None)
+            if user is not None:
+                encoders.append(user)
+            elif spec.kind == ObservationKind.VECTOR:
                 encoders.append(VectorInput(spec.shape[0], normalize, name=f"vector_input_{i}"))
             elif spec.kind == ObservationKind.VISUAL:
                 encoders.append(make_visual_encoder(vis_encode_type, spec.shape, hidden_units,
@@ -211,13 +219,13 @@ class NetworkBody(keras.layers.Layer):
         """Adds a batch of observations (one [n, *shape] per spec) to the running statistics
         of the vector observations. A graph op; no-op when ``normalize`` is off."""
         for encoder, o in zip(self.encoders, obs):
-            if isinstance(encoder, VectorInput):
+            if isinstance(encoder, VectorInput) or hasattr(encoder, "update_normalization"):
                 encoder.update_normalization(o)
 
     def copy_normalization(self, other: "NetworkBody") -> None:
         """Takes the normalisation statistics of another body built for the same specs."""
         for mine, theirs in zip(self.encoders, other.encoders):
-            if isinstance(mine, VectorInput) and mine.normalizer is not None \
+            if getattr(mine, "normalizer", None) is not None \
                     and getattr(theirs, "normalizer", None) is not None:
                 mine.normalizer.copy_from(theirs.normalizer)
 

@@ -65,17 +65,17 @@ class Critic(keras.Model):
         observation_specs: the behavior's observation specs.
         stream_names: reward streams to estimate a value for.
         hidden_units, num_layers, normalize, vis_encode_type, memory_size,
-            goal_conditioning: as ``NetworkBody`` (ML-Agents ``network_settings``).
+            goal_conditioning, encoder: as ``NetworkBody`` (ML-Agents ``network_settings``).
     """
 
     def __init__(self, observation_specs: Sequence[ObservationSpec], stream_names: Sequence[str],
                  hidden_units: int = 128, num_layers: int = 2, normalize: bool = False,
-                 vis_encode_type: str = "simple", memory_size: int = 0,
+                 vis_encode_type: str = "simple", memory_size: int = 0, encoder=None,
                  name: str | None = "critic", goal_conditioning: str = "hyper", **kwargs):
         super().__init__(name=name, **kwargs)
         self.body = NetworkBody(observation_specs, hidden_units, num_layers, normalize,
                                 vis_encode_type, memory_size, name="body",
-                                goal_conditioning=goal_conditioning)
+                                goal_conditioning=goal_conditioning, encoder=encoder)
         self.value_heads = ValueHeads(stream_names, self.body.encoding_size, name="value_heads")
         self.built = True
 
@@ -222,7 +222,7 @@ class POCACritic(keras.Model):
     Args:
         observation_specs, action_spec: the behavior's (every member shares them).
         stream_names: reward streams.
-        hidden_units, num_layers, normalize, vis_encode_type, memory_size:
+        hidden_units, num_layers, normalize, vis_encode_type, memory_size, encoder:
             ``network_settings``.
         num_heads: attention heads (4, as ML-Agents).
     """
@@ -230,7 +230,8 @@ class POCACritic(keras.Model):
     def __init__(self, observation_specs: Sequence[ObservationSpec], action_spec,
                  stream_names: Sequence[str], hidden_units: int = 128, num_layers: int = 2,
                  normalize: bool = False, vis_encode_type: str = "simple", num_heads: int = 4,
-                 memory_size: int = 0, name: str | None = "poca_critic", **kwargs):
+                 memory_size: int = 0, encoder=None, name: str | None = "poca_critic",
+                 **kwargs):
         super().__init__(name=name, **kwargs)
         if memory_size < 0 or memory_size % 2:
             raise ValueError(f"memory_size must be 0 (no memory) or a positive even number "
@@ -239,7 +240,8 @@ class POCACritic(keras.Model):
         self.action_spec = action_spec
         self.memory_size = int(memory_size)
         self.encoder = NetworkBody(observation_specs, hidden_units, 0, normalize,
-                                   vis_encode_type, 0, name="observation_encoder")
+                                   vis_encode_type, 0, encoder=encoder,
+                                   name="observation_encoder")
         size = self.encoder.encoding_size
         action_size = action_spec.continuous_size + int(sum(action_spec.discrete_branches))
         units = int(hidden_units)

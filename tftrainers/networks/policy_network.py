@@ -35,17 +35,17 @@ class PolicyNetwork(keras.Model):
     Args:
         behavior_spec: observation specs and action spec of the behavior.
         hidden_units, num_layers, normalize, vis_encode_type, memory_size,
-            goal_conditioning: ML-Agents ``network_settings`` (see ``NetworkBody``).
+            goal_conditioning, encoder: ML-Agents ``network_settings`` (see ``NetworkBody``).
     """
 
     def __init__(self, behavior_spec: BehaviorSpec, hidden_units: int = 128, num_layers: int = 2,
                  normalize: bool = False, vis_encode_type: str = "simple", memory_size: int = 0,
-                 name: str | None = "policy", goal_conditioning: str = "hyper", **kwargs):
+                 encoder=None, name: str | None = "policy", goal_conditioning: str = "hyper", **kwargs):
         super().__init__(name=name, **kwargs)
         self.behavior_spec = behavior_spec
         self.body = NetworkBody(behavior_spec.observation_specs, hidden_units, num_layers,
                                 normalize, vis_encode_type, memory_size, name="body",
-                                goal_conditioning=goal_conditioning)
+                                goal_conditioning=goal_conditioning, encoder=encoder)
         self.action_model = ActionModel(self.body.encoding_size, behavior_spec.action_spec,
                                         name="action_model")
         self.built = True

@@ -83,7 +83,8 @@ class CuriosityNetwork(keras.Model):
         self.encoder = NetworkBody(spec.observation_specs, ns.hidden_units, ns.num_layers,
                                    ns.normalize, ns.vis_encode_type, memory_size=0,
                                    name="state_encoder",
-                                   goal_conditioning=ns.goal_conditioning_type)
+                                   goal_conditioning=ns.goal_conditioning_type,
+                                   encoder=ns.encoder)
         features = self.encoder.encoding_size
         action_size = self.continuous_size + sum(self.branches)
 

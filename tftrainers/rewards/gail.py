@@ -141,7 +141,8 @@ class DiscriminatorNetwork(keras.Model):
         # No memory: the discriminator judges single steps (ML-Agents drops it too).
         self.body = NetworkBody(inputs, ns.hidden_units, ns.num_layers, ns.normalize,
                                 ns.vis_encode_type, memory_size=0, name="body",
-                                goal_conditioning=ns.goal_conditioning_type)
+                                goal_conditioning=ns.goal_conditioning_type,
+                                encoder=ns.encoder)
         size = self.body.encoding_size
         if self.use_vail:
             self.z_mu = keras.layers.Dense(Z_SIZE, kernel_initializer=kaiming_normal(Z_MU_GAIN),

@@ -40,7 +40,8 @@ class RNDNetwork(keras.Model):
         super().__init__(**kwargs)
         self.body = NetworkBody(spec.observation_specs, ns.hidden_units, ns.num_layers,
                                 ns.normalize, ns.vis_encode_type, memory_size=0, name="body",
-                                goal_conditioning=ns.goal_conditioning_type)
+                                goal_conditioning=ns.goal_conditioning_type,
+                                encoder=ns.encoder)
         self.head = keras.layers.Dense(ns.hidden_units, kernel_initializer=kaiming_normal(1.0),
                                        name="features")
         self.head.build((None, self.body.encoding_size))

@@ -44,8 +44,10 @@ class OnnxExportError(RuntimeError):
 
 def quiet_tf2onnx():
     """tf2onnx logs its version banner and every optimizer pass at INFO: a page per
-    conversion in an application that logs at INFO. Warnings still show."""
-    return quiet_logger("tf2onnx", logging.WARNING)
+    conversion in an application that logs at INFO. Its ERROR lines (an op it cannot
+    convert, two lines per op) are held back too: ``check_converted`` says that in one line,
+    naming the ops and where they are. Only CRITICAL shows."""
+    return quiet_logger("tf2onnx", logging.CRITICAL)
 
 
 def check_converted(model, opset: int) -> None:
@@ -55,12 +57,14 @@ def check_converted(model, opset: int) -> None:
     in the graph under its TensorFlow name and the failure is only logged.
     """
     import onnx
-    unknown = sorted({node.op_type for node in model.graph.node
-                      if node.domain in ("", "ai.onnx")
-                      and not onnx.defs.has(node.op_type, max_inclusive_version=opset)})
+    nodes = [node for node in model.graph.node if node.domain in ("", "ai.onnx")
+             and not onnx.defs.has(node.op_type, max_inclusive_version=opset)]
+    unknown = sorted({node.op_type for node in nodes})
     if unknown:
+        # The node's name holds the Keras layers' name scopes: it says whose op it is
+        # (e.g. a user's encoder, network_settings.encoder).
         raise OnnxExportError(f"tf2onnx could not convert {', '.join(unknown)} to ONNX "
-                              f"opset {opset}")
+                              f"opset {opset} (in {nodes[0].name})")
 
 
 def flat_layout(variables: Sequence) -> tuple:

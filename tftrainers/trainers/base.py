@@ -30,7 +30,7 @@ from tftrainers.acting import ActingStats, AgentManager, WeightUpdate
 from tftrainers.acting.workers import BehaviorSetup
 from tftrainers.checkpoint import Checkpointer
 from tftrainers.envs import BehaviorSpec
-from tftrainers.export.artifacts import export_policy, prune_exports
+from tftrainers.export.artifacts import FORMATS, export_policy, prune_exports
 from tftrainers.processing import EpisodeStats, Trajectory
 from tftrainers.runs import write_behavior_spec
 from tftrainers.settings import TrainerSettings
@@ -92,6 +92,7 @@ class Trainer(abc.ABC):
         # set by the run; what a restored checkpoint held is in ``restored_run_state``.
         self.run_state: Optional[Callable[[], dict]] = None
         self.restored_run_state: Optional[dict] = None
+        self._failed_formats = set()  # export formats that failed once (not tried again)
 
     # --- what an algorithm supplies ---------------------------------------------------------
     @property
@@ -296,8 +297,19 @@ class Trainer(abc.ABC):
                                           self.checkpoint_state())
         self._saved_step = self.step
         with TIMERS.timed("export"):
-            export_policy(self.policy, self.behavior_name, self.run_dir, self.step,
-                          critic=self.value_critic())
+            formats = [f for f in FORMATS if f not in self._failed_formats]
+            try:
+                export_policy(self.policy, self.behavior_name, self.run_dir, self.step,
+                              formats=formats, critic=self.value_critic())
+            except OnnxExportError as error:
+                # A user's encoder tf2onnx cannot convert: the checkpoint above stays, the
+                # SavedModel is still written; said once.
+                self._failed_formats.add("onnx")
+                self.log(f"[WARNING] {self.behavior_name}: no ONNX export "
+                         f"({str(error).splitlines()[0]}); checkpoints and SavedModel exports "
+                         f"go on")
+                export_policy(self.policy, self.behavior_name, self.run_dir, self.step,
+                              formats=["savedmodel"], critic=self.value_critic())
             prune_exports(self.run_dir, self.behavior_name, self.settings.keep_checkpoints)
         # Where the time went so far, at each save (the runner writes the final one and
         # reports a failed write; a diagnostic file does not fail a checkpoint).

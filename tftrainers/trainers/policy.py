@@ -64,7 +64,8 @@ class Policy:
         self.seed = seed
         self.actor = PolicyNetwork(spec, ns.hidden_units, ns.num_layers, ns.normalize,
                                    ns.vis_encode_type, self.memory_size,
-                                   goal_conditioning=ns.goal_conditioning_type)
+                                   goal_conditioning=ns.goal_conditioning_type,
+                                   encoder=ns.encoder)
         self.layout = ActLayout(spec, self.memory_size)
         self._jit_compile = jit_compile
         self._tf_act = None  # traced on first use

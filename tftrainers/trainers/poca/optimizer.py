@@ -105,7 +105,7 @@ class POCAOptimizer(PPOOptimizer):
         spec = self.policy.spec
         return POCACritic(spec.observation_specs, spec.action_spec, self.streams,
                           ns.hidden_units, ns.num_layers, ns.normalize, ns.vis_encode_type,
-                          memory_size=self.memory_size)
+                          memory_size=self.memory_size, encoder=ns.encoder)
 
     def batch_signature(self) -> POCABatch:
         spec, f32 = self.policy.spec, tf.float32

@@ -280,7 +280,7 @@ class PPOOptimizer:
         return Critic(self.policy.spec.observation_specs, self.streams, ns.hidden_units,
                       ns.num_layers, ns.normalize, ns.vis_encode_type,
                       memory_size=self.memory_size,
-                      goal_conditioning=ns.goal_conditioning_type)
+                      goal_conditioning=ns.goal_conditioning_type, encoder=ns.encoder)
 
     def batch_signature(self) -> PPOBatch:
         """Input signature of the buffer the compiled update takes."""
