@@ -293,7 +293,7 @@ def test_keys_without_effect_get_one_note_line_per_reason(tmp_path):
           curiosity: {network_settings: {goal_conditioning_type: hyper}, encoding_size: 32}
         self_play: {window: 5}
     """, top="""
-        env_settings: {base_port: 5006, timeout_wait: 10, seed: 3}
+        env_settings: {env_path: "builtin:Ball3D", base_port: 5006, timeout_wait: 10, seed: 3}
         engine_settings: {no_graphics: true}
         checkpoint_settings: {train_model: false}
         debug: true

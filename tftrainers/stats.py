@@ -206,6 +206,7 @@ class StatsReporter:
         self.category = category
         self.writers = list(writers)
         self._values: Dict[str, List[float]] = {}
+        self._sums = set()  # keys whose one value is the period's running sum
         self._start = time.monotonic()
         self._period_start = self._start
         self._period_step: Optional[int] = 0
@@ -218,6 +219,23 @@ class StatsReporter:
             values.extend(np.asarray(value, np.float64).ravel().tolist())
         else:
             values.append(float(value))
+
+    def add_environment_stats(self, values) -> None:
+        """Stats a game reported (``{key: [(value, aggregation), ...]}``, Unity's stats side
+        channel), under the key as given, summarised as the game asked: 0 average, 1 most
+        recent, 2 sum over the summary period, 3 histogram (written here as its mean)."""
+        for key, pairs in values.items():
+            for value, aggregation in pairs:
+                if aggregation == 1:
+                    self.set_stat(key, value)
+                elif aggregation == 2:
+                    if key in self._sums:
+                        self._values[key][0] += float(value)
+                    else:
+                        self._values[key] = [float(value)]
+                        self._sums.add(key)
+                else:
+                    self.add_stat(key, value)
 
     def set_stat(self, key: str, value: float) -> None:
         """Replaces the period's values with this one (for learning rates and the like)."""
@@ -245,6 +263,7 @@ class StatsReporter:
         for writer in self.writers:
             writer.write(self.category, step, summaries, steps_per_second, self.elapsed())
         self._values = {}
+        self._sums = set()
         self._period_start, self._period_step = now, step
         return summaries
 

@@ -45,6 +45,11 @@ class ObservationKind(enum.Enum):
     VARIABLE_LENGTH = "variable_length"  # [max_entities, entity_size], zero rows absent
 
 
+class ObservationType(enum.Enum):
+    DEFAULT = "default"
+    GOAL_SIGNAL = "goal_signal"
+
+
 @dataclass(frozen=True)
 class ObservationSpec:
     """Shape, name and kind of one observation (without the agent dimension)."""
@@ -52,6 +57,7 @@ class ObservationSpec:
     shape: Tuple[int, ...]
     name: str
     kind: ObservationKind = ObservationKind.VECTOR
+    observation_type: ObservationType = ObservationType.DEFAULT
 
     def __post_init__(self):
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
