@@ -13,7 +13,7 @@ execs this file with the launcher's arguments): ``--mlagents-port N``, ``-nograp
 -batchmode``, ``-logFile PATH`` are Unity's; the rest are its own:
 
     standin_player.py --mlagents-port 5005 --env builtin:Basic [--env builtin:Ball3D ...]
-        [--env-arg obs=visual] [--png] [--team 0] [--stats] [--echo-channel UUID]
+        [--env builtin:GridWorld?obs=visual] [--env-arg KEY=VALUE] [--png] [--team 0] [--stats] [--echo-channel UUID]
         [--crash-after N] [--hang-after N] [--quit-after N] [--nan-after N]
         [--never-connect] [--version 1.5.0]
 """
@@ -56,7 +56,8 @@ def parse_args(argv):
     p.add_argument("-batchmode", action="store_true")
     p.add_argument("-logFile", "-logfile", dest="log_file", default=None)
     p.add_argument("--env", action="append", default=None,
-                   help="a built-in env id; several: their behaviors side by side")
+                   help="a built-in env id, with its own args as ID?k=v&k=v; several: their "
+                        "behaviors side by side")
     p.add_argument("--env-arg", action="append", default=[], help="KEY=VALUE for every env")
     p.add_argument("--num-areas", type=int, default=None)
     p.add_argument("--png", action="store_true", help="visual observations as PNG bytes")
@@ -98,8 +99,10 @@ class Player:
         for item in self.args.env_arg:
             key, _, value = item.partition("=")
             env_args[key] = value
-        for k, env_id in enumerate(self.args.env or ["builtin:Basic"]):
+        for k, given in enumerate(self.args.env or ["builtin:Basic"]):
+            env_id, _, own = given.partition("?")  # builtin:GridWorld?obs=visual
             args = dict(env_args)
+            args.update(item.split("=", 1) for item in own.split("&") if item)
             args.setdefault("unity_steps", True)
             areas = self.args.num_areas or (num_areas if num_areas > 1 else None)
             env = make(env_id, seed=seed + k, num_areas=areas, **args)
@@ -338,7 +341,15 @@ def png_bytes(hwc: np.ndarray):
 
 
 def main(argv=None) -> int:
-    return Player(parse_args(sys.argv[1:] if argv is None else argv)).run()
+    player = Player(parse_args(sys.argv[1:] if argv is None else argv))
+    try:
+        return player.run()
+    except SystemExit:
+        raise
+    except BaseException:  # what a Unity player would write to its log before it dies
+        import traceback
+        player.log(traceback.format_exc())
+        return 1
 
 
 if __name__ == "__main__":

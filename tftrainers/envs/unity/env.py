@@ -30,7 +30,7 @@ from tftrainers.envs.base import (ActionTuple, BaseEnv, BehaviorSpec, DecisionSt
 from tftrainers.envs.checks import EnvDataError
 from tftrainers.envs.unity import convert, launcher
 from tftrainers.envs.unity.communicator import (STATUS_OK, Communicator, UnityEnvironmentError,
-                                                UnityExited)
+                                                UnityExited, UnityTimeout)
 from tftrainers.envs.unity.communicator_objects.capabilities_pb2 import UnityRLCapabilitiesProto
 from tftrainers.envs.unity.communicator_objects.command_pb2 import RESET, STEP
 from tftrainers.envs.unity.communicator_objects.unity_message_pb2 import UnityMessageProto
@@ -52,6 +52,19 @@ def all_capabilities() -> UnityRLCapabilitiesProto:
         baseRLCapabilities=True, concatenatedPngObservations=True, compressedChannelMapping=True,
         hybridActions=True, trainingAnalytics=True, variableLengthObservation=True,
         multiAgentGroups=True)
+
+
+def initialization_input(seed: int, num_areas: int) -> UnityMessageProto:
+    """The trainer's answer to the player's first call: its version and capabilities."""
+    reply = UnityMessageProto()
+    reply.header.status = STATUS_OK
+    ri = reply.unity_input.rl_initialization_input
+    ri.seed = int(seed)
+    ri.communication_version = COMMUNICATION_VERSION
+    ri.package_version = PACKAGE_VERSION
+    ri.capabilities.CopyFrom(all_capabilities())
+    ri.num_areas = int(num_areas or 1)
+    return reply
 
 
 def version_check(unity_version: str, ours: str = COMMUNICATION_VERSION) -> Optional[str]:
@@ -106,6 +119,7 @@ class UnityEnv(BaseEnv):
         self._actions: Dict[str, ActionTuple] = {}
         self._fresh = False  # the steps are those of a reset no step has followed yet
         self._closed = False
+        self._hung = False
         self.side_channels = SideChannelManager(side_channels, warn=log)
         for cls in (EngineConfigurationChannel, EnvironmentParametersChannel, StatsSideChannel):
             if cls.CHANNEL_ID not in self.side_channels.channels:
@@ -156,7 +170,11 @@ class UnityEnv(BaseEnv):
         return self.process.poll() if self.process is not None else None
 
     def _receive(self, waiting_for: str) -> UnityMessageProto:
-        return self.comm.receive(self._poll, waiting_for)
+        try:
+            return self.comm.receive(self._poll, waiting_for)
+        except UnityTimeout:
+            self._hung = True  # close() kills it at once: it would not answer a 400 either
+            raise
 
     def _handshake(self, seed: int, num_areas: int) -> None:
         first = self._receive("the player's first message (the handshake; a build that "
@@ -168,15 +186,7 @@ class UnityEnv(BaseEnv):
                                         f"initialization output; it does not speak ML-Agents' "
                                         f"protocol")
         verdict = version_check(init.communication_version)
-        reply = UnityMessageProto()
-        reply.header.status = STATUS_OK
-        ri = reply.unity_input.rl_initialization_input
-        ri.seed = int(seed)
-        ri.communication_version = COMMUNICATION_VERSION
-        ri.package_version = PACKAGE_VERSION
-        ri.capabilities.CopyFrom(all_capabilities())
-        ri.num_areas = int(num_areas or 1)
-        self.comm.answer(reply)
+        self.comm.answer(initialization_input(seed, num_areas))
         self.unity_version = init.communication_version
         self.unity_package_version = init.package_version
         self.unity_capabilities = init.capabilities
@@ -328,9 +338,9 @@ class UnityEnv(BaseEnv):
         try:
             self.comm.close()
         finally:
-            code = launcher.stop(self.process)
+            code = launcher.stop(self.process, wait_s=0.0 if self._hung else 5.0)
             self.exit_code = code
 
 
 __all__ = ["BUILD_PORT", "COMMUNICATION_VERSION", "EDITOR_PORT", "PACKAGE_VERSION", "UnityEnv",
-           "all_capabilities", "version_check"]
+           "all_capabilities", "initialization_input", "version_check"]
