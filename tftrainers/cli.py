@@ -111,6 +111,12 @@ def _add_env_arguments(parser: argparse.ArgumentParser) -> None:
                         help="training areas of a built-in env, or copies of a gym or "
                              "pettingzoo env")
     parser.add_argument("--seed", type=int, default=0, help="seed of the env and the policy")
+    parser.add_argument("--base-port", type=int, default=None,
+                        help="a Unity build's port (default 5005)")
+    parser.add_argument("--no-graphics", action="store_true",
+                        help="run a Unity build with -nographics -batchmode")
+    parser.add_argument("--timeout-wait", type=int, default=60, metavar="SECONDS",
+                        help="how long to wait for each message of a Unity build")
 
 
 def _add_unity_arguments(parser: argparse.ArgumentParser) -> None:
@@ -140,9 +146,15 @@ def _add_policy_arguments(parser: argparse.ArgumentParser) -> None:
 def _make_env(parser: argparse.ArgumentParser, args: argparse.Namespace):
     """The env of ``_add_env_arguments``' flags; a bad id or env arg is a usage error."""
     from tftrainers.envs import make
+    from tftrainers.envs.unity import is_unity_env_id
+    player = {}
+    if is_unity_env_id(args.env_id):
+        player = {"no_graphics": args.no_graphics, "timeout_wait": args.timeout_wait}
+        if args.base_port is not None:
+            player["base_port"] = args.base_port
     try:
         return make(args.env_id, seed=args.seed, num_areas=args.num_areas,
-                    **parse_env_args(args.env_args))
+                    **parse_env_args(args.env_args), **player)
     except (ValueError, ImportError) as error:
         parser.error(str(error))
 

@@ -65,6 +65,10 @@ def parse_args(argv):
     p.add_argument("--stats", action="store_true", help="report episode stats")
     p.add_argument("--echo-channel", default=None, help="UUID whose messages are echoed")
     p.add_argument("--crash-after", type=int, default=None)
+    p.add_argument("--crash-once", default=None, metavar="FILE",
+                   help="with --crash-after: crash only while FILE does not exist (made then)")
+    p.add_argument("--rename", action="append", default=[], metavar="OLD=NEW",
+                   help="send behavior OLD as NEW (e.g. Ball3D=3DBall)")
     p.add_argument("--hang-after", type=int, default=None)
     p.add_argument("--quit-after", type=int, default=None)
     p.add_argument("--nan-after", type=int, default=None)
@@ -108,9 +112,11 @@ class Player:
             env = make(env_id, seed=seed + k, num_areas=areas, **args)
             self.envs.append(env)
         self.names = {}
+        renamed = dict(item.split("=", 1) for item in self.args.rename)
         for env in self.envs:
             for name in env.behavior_specs:
-                full = name if self.args.team is None else f"{name}?team={self.args.team}"
+                shown = renamed.get(name, name)
+                full = shown if self.args.team is None else f"{shown}?team={self.args.team}"
                 self.names[full] = (env, name)
 
     def observation_proto(self, obs_proto, value, spec) -> None:
@@ -253,7 +259,7 @@ class Player:
 
     def run(self) -> int:
         args = self.args
-        self.log(f"stand-in player: args {sys.argv[1:]}")
+        self.log(f"stand-in player: pid {os.getpid()}, args {sys.argv[1:]}")
         if args.mlagents_port is None:
             self.log("no --mlagents-port: no trainer, nothing to do")
             return 0
@@ -302,7 +308,10 @@ class Player:
             else:
                 self.apply_actions(rl_input)
                 self.steps += 1
-                if args.crash_after is not None and self.steps >= args.crash_after:
+                if args.crash_after is not None and self.steps >= args.crash_after and not (
+                        args.crash_once and os.path.exists(args.crash_once)):
+                    if args.crash_once:
+                        open(args.crash_once, "w").close()
                     self.log("crashing on request")
                     os._exit(3)
                 if args.hang_after is not None and self.steps >= args.hang_after:
