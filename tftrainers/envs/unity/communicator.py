@@ -23,6 +23,9 @@ from typing import Callable, Optional
 # gRPC's own info lines (e.g. about fork() while launching a player) are not ours to show;
 # its errors still are. Set before gRPC's core starts (it reads it once).
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+# Launching a player forks this process; gRPC's fork handlers are for children that go on
+# using gRPC, which a player (it execs at once) never does.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 import grpc  # noqa: E402
 

@@ -126,22 +126,31 @@ def _observation_batch(infos: Sequence, index: int, spec: ObservationSpec,
             out[row] = image
         return out
     size = int(np.prod(spec.shape))
-    try:
-        flat = np.array([info.observations[index].float_data.data for info in infos],
-                        np.float32)
-    except ValueError:
-        flat = None
-    if flat is None or flat.shape != (n, size):
-        for info in infos:
-            got = len(info.observations[index].float_data.data)
-            if got != size:
+    # The packed floats of each agent, as they came (their serialized bytes after the tag
+    # and length): one frombuffer instead of a Python float per value.
+    parts = [_packed_floats(info.observations[index].float_data) for info in infos]
+    if any(len(part) != 4 * size for part in parts):
+        for info, part in zip(infos, parts):
+            if len(part) != 4 * size:
                 raise EnvDataError(f"behavior '{behavior}': agent {info.id}'s observation "
-                                   f"'{spec.name}' has {got} values, its spec "
+                                   f"'{spec.name}' has {len(part) // 4} values, its spec "
                                    f"{list(spec.shape)} needs {size}")
+    flat = np.frombuffer(bytearray(b"".join(parts)), "<f4").reshape(n, size)  # writable
     if spec.kind is ObservationKind.VISUAL:
         h, w, c = spec.shape
         return np.ascontiguousarray(flat.reshape(n, c, h, w).transpose(0, 2, 3, 1))
     return flat.reshape(n, *spec.shape)
+
+
+def _packed_floats(float_data) -> bytes:
+    """The little-endian float32 values of a ``FloatData`` message (field 1, packed)."""
+    data = float_data.SerializeToString()
+    if not data:
+        return b""
+    i = 1  # after the tag byte: the varint length
+    while data[i] & 0x80:
+        i += 1
+    return data[i + 1:]
 
 
 def _masks(infos: Sequence, branches: Tuple[int, ...], behavior: str) -> List[np.ndarray]:
@@ -163,27 +172,31 @@ def steps_from_infos(infos: Sequence, spec: BehaviorSpec,
     """One behavior's ``AgentInfoProto`` list -> (DecisionSteps, TerminalSteps), each in the
     order of the list (the order actions go back in)."""
     expected = len(spec.observation_specs)
-    for info in infos:
-        if len(info.observations) != expected:
-            raise EnvDataError(f"behavior '{behavior}': agent {info.id} sent "
-                               f"{len(info.observations)} observations, its spec has "
-                               f"{expected}")
-    done = [info for info in infos if info.done]
-    live = [info for info in infos if not info.done] if done else list(infos)
+    rows = [(info.done, len(info.observations)) for info in infos]
+    if any(count != expected for _, count in rows):
+        info = next(i for i, (_, c) in zip(infos, rows) if c != expected)
+        raise EnvDataError(f"behavior '{behavior}': agent {info.id} sent "
+                           f"{len(info.observations)} observations, its spec has {expected}")
+    if any(done for done, _ in rows):
+        done = [info for info, (d, _) in zip(infos, rows) if d]
+        live = [info for info, (d, _) in zip(infos, rows) if not d]
+    else:
+        done, live = [], list(infos)
 
     def common(group):
         obs = [_observation_batch(group, i, o, behavior)
                for i, o in enumerate(spec.observation_specs)]
-        reward = np.array([info.reward for info in group], np.float32)
-        agent_id = np.array([info.id for info in group], np.int32)
-        group_id = np.array([info.group_id for info in group], np.int32)
-        group_reward = np.array([info.group_reward for info in group], np.float32)
+        fields = [(info.reward, info.id, info.group_id, info.group_reward) for info in group]
+        reward = np.array([f[0] for f in fields], np.float32)
+        agent_id = np.array([f[1] for f in fields], np.int32)
+        group_id = np.array([f[2] for f in fields], np.int32)
+        group_reward = np.array([f[3] for f in fields], np.float32)
         return obs, reward, agent_id, group_id, group_reward
 
     obs, reward, agent_id, group_id, group_reward = common(live)
-    decision = DecisionSteps(obs, reward, agent_id,
-                             _masks(live, spec.action_spec.discrete_branches, behavior),
-                             group_id, group_reward)
+    branches = spec.action_spec.discrete_branches
+    masks = _masks(live, branches, behavior) if branches else []
+    decision = DecisionSteps(obs, reward, agent_id, masks, group_id, group_reward)
     if done:
         obs, reward, agent_id, group_id, group_reward = common(done)
         interrupted = np.array([info.max_step_reached for info in done], bool)

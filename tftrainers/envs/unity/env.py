@@ -18,7 +18,7 @@ from the brain parameters of the first output holding an agent of that behavior.
 
 Unity's steps differ from our built-ins' in one way: an agent whose episode ended and
 restarted in one step has its terminal and its decision in the same message, with the
-same id. The acting side handles that (docs/dev/architecture.md#unity-style-steps).
+same id. The acting side handles that (docs/dev/architecture.md#step-conventions).
 """
 from __future__ import annotations
 
@@ -218,6 +218,7 @@ class UnityEnv(BaseEnv):
 
     def _take(self, message: UnityMessageProto) -> None:
         """Reads one step output: brain parameters, side channels, agent infos."""
+        self.last_message = message  # as received (benchmarks and debugging read it)
         if message.header.status != STATUS_OK:
             raise UnityExited(f"{self.where}: the player sent status {message.header.status} "
                               f"({message.header.message or 'no message'})")

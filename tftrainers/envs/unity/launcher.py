@@ -14,7 +14,9 @@ from __future__ import annotations
 import glob
 import os
 import signal
+import shutil
 import subprocess
+import sys
 from typing import List, Optional, Sequence
 
 #: What a build path may be completed with, in the order they are tried.
@@ -85,24 +87,22 @@ def player_args(exe: str, port: int, no_graphics: bool = False,
     return args + [str(a) for a in extra]
 
 
-def _die_with_parent() -> None:
-    """In the player's process before it runs (Linux): SIGKILL it when the process that
-    launched it dies, even by SIGKILL (a hung env worker killed by the pool), so no player
-    outlives its trainer. Elsewhere a player quits when its trainer's server goes away."""
-    try:
-        import ctypes
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+#: Linux: started through util-linux's ``setpriv --pdeathsig KILL``, a player is killed when
+#: the process that launched it dies, even by SIGKILL (a hung env worker the pool kills), so
+#: none outlives its trainer. (Not ``preexec_fn``: a fork with gRPC's threads running can
+#: crash the child before it execs.) Elsewhere a player quits when the trainer's server goes.
+_SETPRIV = shutil.which("setpriv") if sys.platform.startswith("linux") else None
 
 
 def launch(args: Sequence[str]) -> subprocess.Popen:
     """Starts the player in its own session (Ctrl-C at the terminal reaches the trainer,
     which closes the player; ``stop`` reaches the player's children too), its standard
     streams closed: it writes its log to ``-logFile``."""
-    return subprocess.Popen(list(args), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
-                            preexec_fn=_die_with_parent if os.name == "posix" else None)
+    command = list(args)
+    if _SETPRIV:
+        command = [_SETPRIV, "--pdeathsig", "KILL", "--"] + command
+    return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
 
 
 def stop(process: Optional[subprocess.Popen], wait_s: float = 5.0) -> Optional[int]:
