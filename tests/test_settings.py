@@ -311,12 +311,11 @@ def test_keys_without_effect_get_one_note_line_per_reason(tmp_path):
         f"{b}reward_signals.curiosity.network_settings.hidden_units",
         path + f"{b}self_play is accepted but has no effect here: tftrainers has no self-play "
         f"(adversarial) trainer yet",
-        path + "env_settings.base_port is accepted but has no effect here: Unity player "
-        "settings (port, crash restart rate limits); env workers here restart as "
-        "env_settings.max_worker_restarts says",
+        path + "env_settings.base_port is accepted but has no effect here: the port of a Unity "
+        "player (a build or the Editor); built-in, gym and pettingzoo environments have none",
         path + "engine_settings is accepted but has no effect here: Unity player settings "
-        "(window, quality, time scale, frame rates, graphics); built-in and gym environments "
-        "have no player",
+        "(window, quality, time scale, frame rates, graphics), sent to a Unity build or the "
+        "Editor; built-in, gym and pettingzoo environments have no player",
         path + "debug is accepted but has no effect here: tftrainers writes no debug log")
     # explicit "off" values (false, null) ask for nothing: no note
     quiet = load(tmp_path, ball(behavior="self_play: null\nbehavioral_cloning: null\n",

@@ -447,7 +447,7 @@ def _is_unity(env_path: Optional[str]) -> bool:
     return is_unity_env_id(env_path)
 
 
-_UNITY_PLAYER = ("Unity player settings (port, crash restart rate limits); env workers here "
+_UNITY_PLAYER = ("Unity player settings (crash restart rate limits); env workers here "
                  "restart as env_settings.max_worker_restarts says")
 
 
@@ -464,7 +464,8 @@ class EnvironmentSettings(_Settings):
     base_port: int = _opt(
         "First port of Unity players: worker N's player connects to base_port + N. The "
         "Editor listens on 5004 while this is 5005, the default.", 5005, ge=1, le=65535,
-        inert=_UNITY_PLAYER)
+        inert="the port of a Unity player (a build or the Editor); built-in, gym and "
+              "pettingzoo environments have none")
     num_envs: int = _opt(
         "Environment instances: inline, one env of num_envs x num_areas areas (built-in, gym "
         "and pettingzoo envs vectorise); with workers, one instance per worker.", 1, ge=1)
@@ -721,8 +722,9 @@ class RunOptions(_Settings):
                                              factory=EnvironmentSettings)
     engine_settings: EngineSettings = _opt(
         "Unity engine settings.", factory=EngineSettings,
-        inert="Unity player settings (window, quality, time scale, frame rates, graphics); "
-              "built-in and gym environments have no player")
+        inert="Unity player settings (window, quality, time scale, frame rates, graphics), "
+              "sent to a Unity build or the Editor; built-in, gym and pettingzoo environments "
+              "have no player")
     checkpoint_settings: CheckpointSettings = _opt("Run id, results folder, resume/force.",
                                                    factory=CheckpointSettings)
     tf_settings: TFSettings = _opt("TensorFlow device placement.", factory=TFSettings)
