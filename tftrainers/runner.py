@@ -289,7 +289,8 @@ def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed:
                                   f"in the learner's process; use env_settings.workers: inline "
                                   f"(env workers run ppo and poca behaviors)")
         log(f"[INFO] Run '{cs.run_id}': results in {run_dir}; behaviors "
-            f"{', '.join(trainers)} on {options.env_settings.env_path} (seed {seed}).")
+            f"{', '.join(trainers)} on {options.env_settings.env_path or 'the Unity Editor'} "
+            f"(seed {seed}).")
         try:
             try:
                 if mode != "inline":
@@ -300,7 +301,8 @@ def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed:
                 # named in one line; NumPy's warnings on the way would only be noise.
                 with np.errstate(over="ignore", invalid="ignore"):
                     if pool is None:
-                        _loop(env, managers, trainers, stop, options.env_settings.env_path)
+                        _loop(env, managers, trainers, stop,
+                              options.env_settings.env_path or "the Unity Editor")
                     else:
                         _loop_workers(pool, trainers, stop)
             finally:
@@ -472,7 +474,8 @@ def _start_workers(options: RunOptions, mode: str, seed: int, trainers, log):
             raise RunError(str(error)) from None
     else:
         launcher = ProcessLauncher()
-    pool = WorkerPool(launcher, es.env_path, env_args_of(options), es.num_areas, es.num_envs, seed,
+    pool = WorkerPool(launcher, es.env_path, env_args_of(options), es.num_areas, es.num_envs,
+                      seed,
                       behaviors, timeout_wait=es.timeout_wait,
                       max_restarts=es.max_worker_restarts, log=log)
     try:

@@ -120,6 +120,12 @@ def test_side_channels_both_ways(build, port, tmp_path):
     try:
         env.set_float_parameter("gravity", 2.5)
         env.set_sampler_parameter("size", "uniform", seed=3, min_value=1.0, max_value=2.0)
+        env.set_sampler_parameter("mass", "gaussian", seed=4, mean=2.0, st_dev=0.5)
+        env.set_sampler_parameter("scale", "multirangeuniform", seed=5,
+                                  intervals=[[0.75, 1.0], [2.0, 3.0]])
+        env.set_sampler_parameter("g", "constant", seed=6, value=9.5)
+        with pytest.raises(ValueError, match="unknown sampler_type 'beta'; allowed: constant, "):
+            env.set_sampler_parameter("g", "beta", seed=6)
         echo.send("hi")
         env.reset()  # something queued: a real reset carries it
         drive(env, 1)
@@ -136,6 +142,23 @@ def test_side_channels_both_ways(build, port, tmp_path):
             "20.0, 'target_frame_rate': -1, 'capture_frame_rate': 60}") in log
     assert "environment parameter gravity = 2.5" in log
     assert "environment parameter size = ('sampler', 3, 0, [1.0, 2.0])" in log
+    assert "environment parameter mass = ('sampler', 4, 1, [2.0, 0.5])" in log
+    assert "environment parameter scale = ('sampler', 5, 2, [0.75, 1.0, 2.0, 3.0])" in log
+    assert "environment parameter g = 9.5" in log
+
+
+def test_num_envs_players_inline_are_one_env_on_consecutive_ports(build, port, tmp_path):
+    env = make(build("--env", "builtin:Basic", "--stats"), seed=0, num_envs=2, base_port=port,
+               log_folder=str(tmp_path / "logs"))
+    try:
+        assert [e.port for e in env.envs] == [port, port + 1]
+        env.reset()
+        drive(env, 30)
+        stats = env.pop_environment_stats().values  # both players' reports, merged
+        assert len(stats["Standin/Basic Terminals"]) >= 2
+    finally:
+        env.close()
+    assert all(e.process.poll() == 0 for e in env.envs)
 
 
 def test_build_paths_resolve_as_ml_agents(tmp_path, build):

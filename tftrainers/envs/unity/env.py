@@ -313,9 +313,12 @@ class UnityEnv(BaseEnv):
     def set_sampler_parameter(self, key: str, sampler_type: str, seed: int, **args) -> None:
         """A sampled environment parameter: ``uniform`` (min_value, max_value), ``gaussian``
         (mean, st_dev) or ``multirangeuniform`` (intervals ``[[min, max], ...]``); the
-        player draws a value each time the game reads it."""
+        player draws a value each time the game reads it. ``constant`` (value) is sent as a
+        float, as ML-Agents sends it."""
         channel = self.environment_parameters
-        if sampler_type == "uniform":
+        if sampler_type == "constant":
+            channel.set_float_parameter(key, args["value"])
+        elif sampler_type == "uniform":
             channel.set_uniform_sampler_parameters(key, args["min_value"], args["max_value"],
                                                    seed)
         elif sampler_type == "gaussian":
@@ -324,7 +327,8 @@ class UnityEnv(BaseEnv):
             channel.set_multirangeuniform_sampler_parameters(key, args["intervals"], seed)
         else:
             raise ValueError(f"environment parameter '{key}': unknown sampler_type "
-                             f"'{sampler_type}'; allowed: uniform, gaussian, multirangeuniform")
+                             f"'{sampler_type}'; allowed: constant, uniform, gaussian, "
+                             f"multirangeuniform")
 
     def pop_environment_stats(self) -> Optional[EnvironmentStats]:
         """What the game reported through the stats channel since the last call (None:
