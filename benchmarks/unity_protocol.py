@@ -190,9 +190,10 @@ def main() -> None:
                 in_process, local_ms, local_cpu = rate([Stepper(local, 0)], args.seconds)
                 local.close()
                 base = free_base(players)
-                envs = [UnityEnv(build, worker_id=k, base_port=base, seed=k)
-                        for k in range(players)]
+                envs = []
                 try:
+                    for k in range(players):
+                        envs.append(UnityEnv(build, worker_id=k, base_port=base, seed=k))
                     through, player_ms, player_cpu = rate(
                         [Stepper(e, k) for k, e in enumerate(envs)], args.seconds)
                     behavior = next(iter(envs[0].behavior_specs))

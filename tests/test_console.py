@@ -145,7 +145,7 @@ def test_dry_run_of_an_ml_agents_configuration_answers_without_tensorflow(tmp_pa
     assert done.returncode == 0, done.stderr
     assert "tensorflow" not in modules
     assert_ours(lines, "stderr")
-    assert len(lines) == 6 and all(line.startswith("[NOTE] ") for line in lines)
+    assert len(lines) == 7 and all(line.startswith("[NOTE] ") for line in lines)
     assert yaml.safe_load(done.stdout)["env_settings"]["env_path"] == "builtin:Ball3D"
 
 

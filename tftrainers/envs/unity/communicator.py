@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 import queue
 import socket
+import threading
+import weakref
 import time
 from concurrent import futures
 from typing import Callable, Optional
@@ -90,6 +92,27 @@ def port_in_use(port: int) -> bool:
     return False
 
 
+_OPEN: "weakref.WeakSet[Communicator]" = weakref.WeakSet()
+_EXIT_HOOK = []
+
+
+def _close_at_exit() -> None:
+    """At interpreter exit, before thread pools are joined: a program that never closed its
+    env would otherwise wait forever on the gRPC thread holding the player's call. Its
+    players are told to quit."""
+    for comm in list(_OPEN):
+        comm.closed = True
+
+
+def _hook_exit() -> None:
+    # Registered after the gRPC server's thread pool exists, so that it runs before the
+    # pool's own exit hook joins the pool's threads (they run in reverse order).
+    register = getattr(threading, "_register_atexit", None)
+    if register is not None and not _EXIT_HOOK:
+        register(_close_at_exit)
+        _EXIT_HOOK.append(True)
+
+
 class Communicator:
     """One player's connection (see the module docstring)."""
 
@@ -115,6 +138,8 @@ class Communicator:
             futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="unity-grpc"),
             options=options)
         add_UnityToExternalProtoServicer_to_server(_Servicer(self), self.server)
+        _OPEN.add(self)
+        _hook_exit()
         try:
             self.server.add_insecure_port(f"[::]:{self.port}")
         except RuntimeError as error:
