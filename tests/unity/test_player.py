@@ -2,6 +2,9 @@
 to exit (vector, PNG visual, several behaviors and teams, masks, side channels, faults)."""
 import os
 import socket
+import subprocess
+import sys
+import time
 import uuid
 
 import numpy as np
@@ -12,6 +15,8 @@ from tftrainers.envs.checks import EnvDataError
 from tftrainers.envs.unity import IncomingMessage, OutgoingMessage, SideChannel, UnityEnv
 from tftrainers.envs.unity.communicator import UnityEnvironmentError, UnityExited, UnityTimeout
 from tftrainers.envs.unity.launcher import UnityBuildError, resolve_build
+
+from .conftest import ROOT
 
 
 def open_env(path, port, tmp_path, **kwargs):
@@ -242,3 +247,23 @@ def test_a_missing_build_or_a_bare_name_is_refused_by_make(tmp_path):
     with pytest.raises(UnityBuildError, match="no such build"):
         make(str(tmp_path / "Builds" / "Game"))
     assert not os.path.exists(tmp_path / "Builds")
+
+
+def test_a_program_that_never_closes_its_env_still_exits_and_its_player_quits(build, port,
+                                                                             tmp_path):
+    script = tmp_path / "leak.py"
+    script.write_text(
+        "from tftrainers.envs.unity import UnityEnv\n"
+        f"env = UnityEnv({build()!r}, base_port={port})\n"
+        "print(env.process.pid, flush=True)\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": ROOT})
+    assert done.returncode == 0, done.stderr
+    pid = int(done.stdout.split()[0])
+    for _ in range(50):
+        if not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(
+                ") ")[1][0] == "Z":
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"player {pid} still runs")
