@@ -293,7 +293,7 @@ def test_keys_without_effect_get_one_note_line_per_reason(tmp_path):
           curiosity: {network_settings: {goal_conditioning_type: hyper}, encoding_size: 32}
         self_play: {window: 5}
     """, top="""
-        env_settings: {base_port: 5006, timeout_wait: 10, seed: 3}
+        env_settings: {env_path: "builtin:Ball3D", base_port: 5006, timeout_wait: 10, seed: 3}
         engine_settings: {no_graphics: true}
         checkpoint_settings: {train_model: false}
         debug: true
@@ -307,12 +307,11 @@ def test_keys_without_effect_get_one_note_line_per_reason(tmp_path):
         f"{b}reward_signals.curiosity.network_settings.hidden_units",
         path + f"{b}self_play is accepted but has no effect here: tftrainers has no self-play "
         f"(adversarial) trainer yet",
-        path + "env_settings.base_port is accepted but has no effect here: Unity player "
-        "settings (port, crash restart rate limits); env workers here restart as "
-        "env_settings.max_worker_restarts says",
+        path + "env_settings.base_port is accepted but has no effect here: the port of a Unity "
+        "player (a build or the Editor); built-in, gym and pettingzoo environments have none",
         path + "engine_settings is accepted but has no effect here: Unity player settings "
-        "(window, quality, time scale, frame rates, graphics); built-in and gym environments "
-        "have no player",
+        "(window, quality, time scale, frame rates, graphics), sent to a Unity build or the "
+        "Editor; built-in, gym and pettingzoo environments have no player",
         path + "debug is accepted but has no effect here: tftrainers writes no debug log")
     # explicit "off" values (false, null) ask for nothing: no note
     quiet = load(tmp_path, ball(behavior="self_play: null\nbehavioral_cloning: null\n",

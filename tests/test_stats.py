@@ -75,3 +75,30 @@ def test_tensorboard_events_use_ml_agents_names(tmp_path):
             "Environment/Steps per Second"} <= set(accumulator.Tags()["scalars"])
     (event,) = accumulator.Scalars("Policy/Learning Rate")
     assert event.step == 50 and event.value == pytest.approx(3e-4)
+
+
+def test_a_games_stats_keep_their_aggregation(tmp_path):
+    """Unity's stats channel: 0 average, 1 most recent, 2 sum, 3 histogram."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    writer, csv_writer = TensorBoardWriter(str(tmp_path)), CSVWriter(str(tmp_path))
+    stats = StatsReporter("Game", [writer, csv_writer])
+    stats.add_environment_stats({"Game/Avg": [(1.0, 0), (3.0, 0)], "Game/Last": [(1.0, 1),
+                                                                                  (5.0, 1)],
+                                 "Game/Sum": [(2.0, 2), (4.0, 2)],
+                                 "Game/Hist": [(1.0, 3), (2.0, 3), (6.0, 3)]})
+    stats.add_environment_stats({"Game/Sum": [(1.0, 2)]})
+    summaries = stats.write_stats(10)
+    assert {k: s.mean for k, s in summaries.items()} == {
+        "Game/Avg": 2.0, "Game/Last": 5.0, "Game/Sum": 7.0, "Game/Hist": 3.0}
+    stats.add_environment_stats({"Game/Sum": [(1.0, 2)]})
+    assert stats.write_stats(20)["Game/Sum"].mean == 1.0  # a new period starts from zero
+    writer.close()
+    (events,) = glob.glob(os.path.join(tmp_path, "Game", "events.out.tfevents.*"))
+    accumulator = EventAccumulator(events)
+    accumulator.Reload()
+    assert "Game/Hist" in accumulator.Tags()["histograms"]
+    (event,) = accumulator.Histograms("Game/Hist")
+    assert event.histogram_value.num == 3 and event.histogram_value.max == 6.0
+    with open(os.path.join(tmp_path, "run_logs", "Game.csv")) as f:
+        first = next(csv.DictReader(f))
+    assert float(first["Game/Hist"]) == 3.0 and float(first["Game/Sum"]) == 7.0

@@ -111,6 +111,29 @@ def _add_env_arguments(parser: argparse.ArgumentParser) -> None:
                         help="training areas of a built-in env, or copies of a gym or "
                              "pettingzoo env")
     parser.add_argument("--seed", type=int, default=0, help="seed of the env and the policy")
+    parser.add_argument("--base-port", type=int, default=None,
+                        help="a Unity build's port (default 5005)")
+    parser.add_argument("--no-graphics", action="store_true",
+                        help="run a Unity build with -nographics -batchmode")
+    parser.add_argument("--timeout-wait", type=int, default=60, metavar="SECONDS",
+                        help="how long to wait for each message of a Unity build")
+
+
+def _add_unity_arguments(parser: argparse.ArgumentParser) -> None:
+    """ML-Agents' flags for Unity players (env_settings.base_port, engine_settings.*)."""
+    parser.add_argument("--base-port", type=int, default=None,
+                        help="first port of Unity players (worker N: BASE_PORT + N; default "
+                             "5005, the Editor 5004)")
+    parser.add_argument("--no-graphics", action="store_true", default=None,
+                        help="run Unity players with -nographics -batchmode")
+    for flag, kind, what in (("width", int, "window width"), ("height", int, "window height"),
+                             ("quality-level", int, "Unity quality level"),
+                             ("time-scale", float, "simulation speed (default 20)"),
+                             ("target-frame-rate", int, "target frame rate (-1: unlimited)"),
+                             ("capture-frame-rate", int, "capture frame rate")):
+        parser.add_argument(f"--{flag}", type=kind, default=None,
+                            help=f"engine_settings.{flag.replace('-', '_')}: the player's "
+                                 f"{what}")
 
 
 def _add_policy_arguments(parser: argparse.ArgumentParser) -> None:
@@ -123,9 +146,15 @@ def _add_policy_arguments(parser: argparse.ArgumentParser) -> None:
 def _make_env(parser: argparse.ArgumentParser, args: argparse.Namespace):
     """The env of ``_add_env_arguments``' flags; a bad id or env arg is a usage error."""
     from tftrainers.envs import make
+    from tftrainers.envs.unity import is_unity_env_id
+    player = {}
+    if is_unity_env_id(args.env_id):
+        player = {"no_graphics": args.no_graphics, "timeout_wait": args.timeout_wait}
+        if args.base_port is not None:
+            player["base_port"] = args.base_port
     try:
         return make(args.env_id, seed=args.seed, num_areas=args.num_areas,
-                    **parse_env_args(args.env_args))
+                    **parse_env_args(args.env_args), **player)
     except (ValueError, ImportError) as error:
         parser.error(str(error))
 
@@ -186,9 +215,11 @@ def learn_main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("config", help="the YAML config (ML-Agents schema)")
     parser.add_argument("--env", dest="env_path", default=None,
                         help="the environment, overriding env_settings.env_path: builtin:NAME, "
-                             "gym:ID or pettingzoo:MODULE.ENV")
+                             "gym:ID, pettingzoo:MODULE.ENV or the path of a Unity build (none "
+                             "anywhere: the Unity Editor)")
     parser.add_argument("--env-args", nargs="*", default=None, metavar="KEY=VALUE",
-                        help="overrides env_settings.env_args, e.g. obs=visual")
+                        help="overrides env_settings.env_args, e.g. obs=visual; for a Unity "
+                             "build, the player's own arguments")
     parser.add_argument("--run-id", default=None, help="results go to RESULTS_DIR/RUN_ID")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--resume", action="store_true", default=None,
@@ -216,13 +247,19 @@ def learn_main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--results-dir", default=None, help="folder of all runs (results)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the resolved configuration as YAML and exit")
+    _add_unity_arguments(parser)
     args = parser.parse_args(argv)
     try:
         overrides = {key: getattr(args, key) for key in (
             "env_path", "run_id", "resume", "force", "initialize_from", "inference", "num_envs",
-            "num_areas", "seed", "results_dir", "workers", "ray_address", "timeout_wait")}
+            "num_areas", "seed", "results_dir", "workers", "ray_address", "timeout_wait",
+            "base_port", "no_graphics", "width", "height", "quality_level", "time_scale",
+            "target_frame_rate", "capture_frame_rate")}
         if args.env_args is not None:
-            overrides["env_args"] = parse_env_args(args.env_args)
+            # key=value items are env arguments; anything else, a Unity player's arguments.
+            overrides["env_args"] = (parse_env_args(args.env_args)
+                                     if all("=" in a and not a.startswith("=")
+                                            for a in args.env_args) else list(args.env_args))
         options = load_run_options(args.config, overrides)
         for note in options.notes:
             print(f"[NOTE] {note}", file=sys.stderr)

@@ -48,14 +48,23 @@ class EnvStepError(RuntimeError):
 
 def make_env(options: RunOptions, seed: int):
     """The environment of ``env_settings``: ``num_envs`` instances of built-in and gym envs
-    are one env with ``num_envs x num_areas`` areas (see ``envs.make``)."""
+    are one env with ``num_envs x num_areas`` areas (see ``envs.make``); a Unity build is
+    ``num_envs`` players, no env at all the Unity Editor (``envs.unity``)."""
     from tftrainers.envs import make
     es = options.env_settings
-    if not es.env_path:
-        raise ConfigError("no environment: set env_settings.env_path in the config or pass "
-                          "--env builtin:NAME / gym:ID / pettingzoo:MODULE.ENV")
     return make(es.env_path, seed=seed, num_areas=es.num_areas, num_envs=es.num_envs,
-                **(es.env_args or {}))
+                **env_args_of(options))
+
+
+def env_args_of(options: RunOptions) -> dict:
+    """The env args ``envs.make`` gets: ``env_settings.env_args``, or for a Unity build or
+    the Editor the player's settings (port, log folder, engine settings, its arguments)."""
+    from tftrainers.envs.unity import is_unity_env_id
+    es, cs = options.env_settings, options.checkpoint_settings
+    if not is_unity_env_id(es.env_path):
+        return dict(es.env_args or {})
+    from tftrainers.envs.unity.options import unity_env_args
+    return unity_env_args(options, os.path.join(cs.results_dir, cs.run_id, "run_logs"))
 
 
 #: ``workers: auto`` runs ``num_envs > 1`` instances in worker processes when one step of
@@ -68,10 +77,7 @@ def make_env_instance(options: RunOptions, seed: int):
     """One instance of the environment (what each env worker runs)."""
     from tftrainers.envs import make
     es = options.env_settings
-    if not es.env_path:
-        raise ConfigError("no environment: set env_settings.env_path in the config or pass "
-                          "--env builtin:NAME / gym:ID / pettingzoo:MODULE.ENV")
-    return make(es.env_path, seed=seed, num_areas=es.num_areas, **(es.env_args or {}))
+    return make(es.env_path, seed=seed, num_areas=es.num_areas, **env_args_of(options))
 
 
 def measure_step_ms(env, steps: int = 10, budget_s: float = 0.5) -> float:
@@ -108,6 +114,9 @@ def open_env(options: RunOptions, seed: int):
         return make_env_instance(options, seed), "ray" if es.ray_address else "process"
     if (es.workers == "auto" and es.num_envs > 1
             and options.tf_settings.act_runtime == "onnxruntime"):
+        from tftrainers.envs.unity import is_unity_env_id
+        if is_unity_env_id(es.env_path):  # a player per worker, as ML-Agents runs them
+            return make_env_instance(options, seed), "process"
         probe = make_env_instance(options, seed)
         try:
             if measure_step_ms(probe) >= SLOW_STEP_MS:
@@ -148,14 +157,27 @@ def run_training(options: RunOptions, log=print) -> int:
     with stop_signals("tftrainers-learn", hold=True) as stop:
         stop.check()
         seed = resolve_seed(options)
-        with TIMERS.timed("open env"):
-            env, mode = open_env(options, seed)
+        # A Unity player writes its log into the run folder: opened first (below otherwise).
+        folder = _open_folder_for_player(options)
         try:
-            stop.check()
-            settings = {name: options.settings_for(name) for name in sorted(env.behavior_specs)}
-            parameters = _environment_parameters(options, seed, env)
+            with TIMERS.timed("open env"):
+                env, mode = open_env(options, seed)
+        except BaseException:
+            if folder is not None:
+                folder.close()
+            raise
+        try:
+            try:
+                stop.check()
+                settings = {name: options.settings_for(name)
+                            for name in sorted(env.behavior_specs)}
+                parameters = _environment_parameters(options, seed, env)
+            except BaseException:
+                if folder is not None:
+                    folder.close()
+                raise
             # Checked, locked, cleared with --force: before TensorFlow, so a refusal is quick.
-            folder = RunFolder.open(options.checkpoint_settings)
+            folder = folder or RunFolder.open(options.checkpoint_settings)
             try:
                 try:
                     # A resume writes it once its checks have passed (see ``_run``).
@@ -205,6 +227,25 @@ def _write_timers(run_dir: str, log) -> None:
         log(f"[WARNING] {path}: not written ({error.strerror or error})")
         return
     log(TIMERS.summary_line(path))
+
+
+def _open_folder_for_player(options: RunOptions):
+    """The run folder, opened before a Unity build is launched (its log goes to
+    ``run_logs/Player-<worker>.log``) once the build path resolves; None for other envs."""
+    from tftrainers.envs.unity import is_unity_env_id
+    es = options.env_settings
+    if not is_unity_env_id(es.env_path):
+        return None
+    if es.env_path:
+        from tftrainers.envs.unity.launcher import resolve_build
+        resolve_build(es.env_path)  # a wrong path is refused before --force deletes a run
+    folder = RunFolder.open(options.checkpoint_settings)
+    try:
+        os.makedirs(os.path.join(folder.path, "run_logs"), exist_ok=True)
+    except OSError as error:
+        folder.close()
+        raise _unwritable(error, folder.path) from None
+    return folder
 
 
 def _configure_tensorflow(options: RunOptions, log) -> None:
@@ -292,7 +333,8 @@ def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed:
                                   f"in the learner's process; use env_settings.workers: inline "
                                   f"(env workers run ppo and poca behaviors)")
         log(f"[INFO] Run '{cs.run_id}': results in {run_dir}; behaviors "
-            f"{', '.join(trainers)} on {options.env_settings.env_path} (seed {seed}).")
+            f"{', '.join(trainers)} on {options.env_settings.env_path or 'the Unity Editor'} "
+            f"(seed {seed}).")
         try:
             try:
                 if mode != "inline":
@@ -304,7 +346,8 @@ def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed:
                 # named in one line; NumPy's warnings on the way would only be noise.
                 with np.errstate(over="ignore", invalid="ignore"):
                     if pool is None:
-                        _loop(env, managers, trainers, stop, options.env_settings.env_path,
+                        _loop(env, managers, trainers, stop,
+                              options.env_settings.env_path or "the Unity Editor",
                               curriculum, log)
                     else:
                         _loop_workers(pool, trainers, stop, curriculum, log)
@@ -527,7 +570,8 @@ def _start_workers(options: RunOptions, mode: str, seed: int, trainers, log, cur
             raise RunError(str(error)) from None
     else:
         launcher = ProcessLauncher()
-    pool = WorkerPool(launcher, es.env_path, es.env_args, es.num_areas, es.num_envs, seed,
+    pool = WorkerPool(launcher, es.env_path, env_args_of(options), es.num_areas, es.num_envs,
+                      seed,
                       behaviors, timeout_wait=es.timeout_wait,
                       max_restarts=es.max_worker_restarts, log=log)
     try:

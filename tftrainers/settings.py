@@ -450,13 +450,18 @@ class TrainerSettings(_Settings):
 
 
 def _parse_env_args(value: Any, path: str, source: str) -> Any:
-    """Normalises env_args given as ``{k: v}`` or ``["k=v", ...]`` to a dict."""
-    allowed = "a mapping {key: value} or a list of 'key=value' strings"
+    """Normalises env_args given as ``{k: v}`` or ``["k=v", ...]`` to a dict; a list of
+    strings that are not all ``k=v`` stays a list (a Unity player's own arguments)."""
+    allowed = ("a mapping {key: value}, a list of 'key=value' strings, or (for a Unity "
+               "build) a list of the player's arguments")
     if value is None:
         return None
     if isinstance(value, Mapping):
         items = list(value.items())
     elif isinstance(value, (list, tuple)):
+        if all(isinstance(item, str) for item in value) and not all(
+                "=" in item and item.split("=", 1)[0].strip() for item in value):
+            return list(value)  # a player's arguments; only a Unity build takes them
         items = []
         for i, item in enumerate(value):
             key = item.split("=", 1)[0].strip() if isinstance(item, str) else ""
@@ -474,7 +479,12 @@ def _parse_env_args(value: Any, path: str, source: str) -> Any:
     return dict(items)
 
 
-_UNITY_PLAYER = ("Unity player settings (port, crash restart rate limits); env workers here "
+def _is_unity(env_path: Optional[str]) -> bool:
+    from tftrainers.envs.unity import is_unity_env_id
+    return is_unity_env_id(env_path)
+
+
+_UNITY_PLAYER = ("Unity player settings (crash restart rate limits); env workers here "
                  "restart as env_settings.max_worker_restarts says")
 
 
@@ -483,12 +493,16 @@ class EnvironmentSettings(_Settings):
     """Which environment to run and how many copies."""
 
     env_path: Optional[str] = _opt(
-        "Environment: builtin:NAME, gym:ID, pettingzoo:MODULE.ENV or a Unity build path.", None)
-    env_args: Optional[Dict[str, Any]] = _opt(
-        "Arguments passed to the environment ({k: v} or a list of 'k=v').", None,
-        parse=_parse_env_args)
-    base_port: int = _opt("First port for Unity environments.", 5005, ge=1, le=65535,
-                          inert=_UNITY_PLAYER)
+        "Environment: builtin:NAME, gym:ID, pettingzoo:MODULE.ENV or a Unity build path "
+        "(null: the Unity Editor, after pressing Play).", None)
+    env_args: Optional[Any] = _opt(
+        "Arguments passed to the environment ({k: v} or a list of 'k=v'); for a Unity build, "
+        "the player's own command-line arguments (a list).", None, parse=_parse_env_args)
+    base_port: int = _opt(
+        "First port of Unity players: worker N's player connects to base_port + N. The "
+        "Editor listens on 5004 while this is 5005, the default.", 5005, ge=1, le=65535,
+        inert="the port of a Unity player (a build or the Editor); built-in, gym and "
+              "pettingzoo environments have none")
     num_envs: int = _opt(
         "Environment instances: inline, one env of num_envs x num_areas areas (built-in, gym "
         "and pettingzoo envs vectorise); with workers, one instance per worker.", 1, ge=1)
@@ -506,8 +520,8 @@ class EnvironmentSettings(_Settings):
     num_areas: Optional[int] = _opt(
         "Training areas per environment copy (null: the environment's own default).", None,
         ge=1)
-    timeout_wait: int = _opt("Seconds an env worker may go without answering before it is "
-                             "restarted.", 60, ge=1)
+    timeout_wait: int = _opt("Seconds an env worker (or a Unity player, for each message) "
+                             "may go without answering before it is restarted.", 60, ge=1)
     seed: int = _opt("Random seed (-1: pick one at random).", -1)
     max_lifetime_restarts: int = _opt("Crashes an environment may restart from (-1: no limit).",
                                       10, ge=-1, inert=_UNITY_PLAYER)
@@ -517,6 +531,13 @@ class EnvironmentSettings(_Settings):
                                              60, ge=0, inert=_UNITY_PLAYER)
 
     def _validate(self, fail):
+        if isinstance(self.env_args, list) and not (self.env_path and _is_unity(self.env_path)):
+            # A list of arguments is for a Unity build's player; other envs take key=value.
+            i, item = next((i, a) for i, a in enumerate(self.env_args)
+                           if "=" not in a or not a.split("=", 1)[0].strip())
+            fail(f"env_args[{i}]", f"{_show(item)} is not a 'key=value' string",
+                 "a mapping {key: value} or a list of 'key=value' strings (a list of other "
+                 "arguments is for the player of a Unity build)")
         address = self.ray_address
         if address is not None:
             host, _, port = str(address).rpartition(":")
@@ -530,7 +551,8 @@ class EnvironmentSettings(_Settings):
 
 @dataclass(kw_only=True)
 class EngineSettings(_Settings):
-    """Unity engine settings (accepted for compatibility; built-in envs ignore them)."""
+    """Unity engine settings, sent to the player through the engine-configuration side
+    channel (built-in, gym and pettingzoo envs have no player and ignore them)."""
 
     width: int = _opt("Window width.", 84, ge=1)
     height: int = _opt("Window height.", 84, ge=1)
@@ -777,8 +799,9 @@ class RunOptions(_Settings):
                                              factory=EnvironmentSettings)
     engine_settings: EngineSettings = _opt(
         "Unity engine settings.", factory=EngineSettings,
-        inert="Unity player settings (window, quality, time scale, frame rates, graphics); "
-              "built-in and gym environments have no player")
+        inert="Unity player settings (window, quality, time scale, frame rates, graphics), "
+              "sent to a Unity build or the Editor; built-in, gym and pettingzoo environments "
+              "have no player")
     checkpoint_settings: CheckpointSettings = _opt("Run id, results folder, resume/force.",
                                                    factory=CheckpointSettings)
     tf_settings: TFSettings = _opt("TensorFlow device placement.", factory=TFSettings)
@@ -830,6 +853,9 @@ class RunOptions(_Settings):
                                  for name, settings in behaviors.items()}
         options = _build(cls, data, "", source, notes)
         _apply_overrides(options, overrides or {})
+        if _is_unity(options.env_settings.env_path):  # a player: these settings apply
+            notes = [n for n in notes if not (n.path.startswith("engine_settings")
+                                              or n.path == "env_settings.base_port")]
         if not options.checkpoint_settings.inference:
             for name, trainer in options.behaviors.items():
                 if trainer.network_settings.deterministic:
@@ -888,6 +914,14 @@ _OVERRIDES: Mapping[str, Tuple[str, str]] = MappingProxyType({
     "workers": ("env_settings", "workers"),
     "ray_address": ("env_settings", "ray_address"),
     "timeout_wait": ("env_settings", "timeout_wait"),
+    "base_port": ("env_settings", "base_port"),
+    "no_graphics": ("engine_settings", "no_graphics"),
+    "width": ("engine_settings", "width"),
+    "height": ("engine_settings", "height"),
+    "quality_level": ("engine_settings", "quality_level"),
+    "time_scale": ("engine_settings", "time_scale"),
+    "target_frame_rate": ("engine_settings", "target_frame_rate"),
+    "capture_frame_rate": ("engine_settings", "capture_frame_rate"),
 })
 
 
@@ -898,8 +932,10 @@ def load_run_options(path: str, overrides: Optional[Mapping[str, Any]] = None) -
         path: The YAML file.
         overrides: Command-line values applied on top of the file: env_path, env_args
             (dict), num_envs, seed, run_id, resume, force, initialize_from, inference,
-            results_dir, device, workers, ray_address, timeout_wait. A None value means
-            "not given" and is skipped.
+            results_dir, device, workers, ray_address, timeout_wait, base_port,
+            no_graphics and the engine settings (width, height, quality_level, time_scale,
+            target_frame_rate, capture_frame_rate). A None value means "not given" and is
+            skipped.
 
     Returns:
         The validated options.

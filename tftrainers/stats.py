@@ -27,15 +27,17 @@ EPISODE_LENGTH = "Environment/Episode Length"
 
 
 class StatSummary:
-    """Mean, standard deviation and count of one stat over a summary period."""
+    """Mean, standard deviation and count of one stat over a summary period; ``values``
+    keeps the values themselves for a histogram stat (None otherwise)."""
 
-    __slots__ = ("mean", "std", "count")
+    __slots__ = ("mean", "std", "count", "values")
 
-    def __init__(self, values: Sequence[float]):
+    def __init__(self, values: Sequence[float], histogram: bool = False):
         values = np.asarray(values, np.float64)
         self.count = len(values)
         self.mean = float(values.mean()) if self.count else float("nan")
         self.std = float(values.std()) if self.count else float("nan")
+        self.values = values if histogram else None
 
 
 class StatsWriter:
@@ -79,6 +81,8 @@ class TensorBoardWriter(StatsWriter):
         from tensorflow.core.framework.summary_pb2 import Summary
         from tensorflow.core.util.event_pb2 import Event
         values = [Summary.Value(tag=name, simple_value=summary.mean)
+                  if summary.values is None else Summary.Value(tag=name,
+                                                               histo=_histogram(summary.values))
                   for name, summary in summaries.items() if summary.count]
         values.append(Summary.Value(tag="Environment/Steps per Second",
                                     simple_value=steps_per_second))
@@ -91,6 +95,15 @@ class TensorBoardWriter(StatsWriter):
         for writer in self._writers.values():
             writer.close()
         self._writers = {}
+
+
+def _histogram(values: np.ndarray):
+    """TensorBoard's HistogramProto of ``values`` (30 buckets, right edges)."""
+    from tensorflow.core.framework.summary_pb2 import HistogramProto
+    counts, edges = np.histogram(values, bins=30)
+    return HistogramProto(min=float(values.min()), max=float(values.max()), num=len(values),
+                          sum=float(values.sum()), sum_squares=float(np.square(values).sum()),
+                          bucket_limit=edges[1:].tolist(), bucket=counts.astype(float).tolist())
 
 
 class CSVWriter(StatsWriter):
@@ -206,6 +219,8 @@ class StatsReporter:
         self.category = category
         self.writers = list(writers)
         self._values: Dict[str, List[float]] = {}
+        self._sums = set()  # keys whose one value is the period's running sum
+        self._histograms = set()  # keys written as histograms
         self._start = time.monotonic()
         self._period_start = self._start
         self._period_step: Optional[int] = 0
@@ -218,6 +233,26 @@ class StatsReporter:
             values.extend(np.asarray(value, np.float64).ravel().tolist())
         else:
             values.append(float(value))
+
+    def add_environment_stats(self, values) -> None:
+        """Stats a game reported (``{key: [(value, aggregation), ...]}``, Unity's stats side
+        channel), under the key as given, summarised as the game asked: 0 average, 1 most
+        recent, 2 sum over the summary period, 3 histogram (a TensorBoard histogram; its
+        mean on the console and in the CSV)."""
+        for key, pairs in values.items():
+            for value, aggregation in pairs:
+                if aggregation == 1:
+                    self.set_stat(key, value)
+                elif aggregation == 2:
+                    if key in self._sums:
+                        self._values[key][0] += float(value)
+                    else:
+                        self._values[key] = [float(value)]
+                        self._sums.add(key)
+                else:
+                    if aggregation == 3:
+                        self._histograms.add(key)
+                    self.add_stat(key, value)
 
     def set_stat(self, key: str, value: float) -> None:
         """Replaces the period's values with this one (for learning rates and the like)."""
@@ -241,10 +276,12 @@ class StatsReporter:
         steps = step - (self._period_step if self._period_step is not None else step)
         seconds = now - self._period_start
         steps_per_second = steps / seconds if seconds > 0 and steps > 0 else 0.0
-        summaries = {k: StatSummary(v) for k, v in self._values.items()}
+        summaries = {k: StatSummary(v, k in self._histograms) for k, v in self._values.items()}
         for writer in self.writers:
             writer.write(self.category, step, summaries, steps_per_second, self.elapsed())
         self._values = {}
+        self._sums = set()
+        self._histograms = set()
         self._period_start, self._period_step = now, step
         return summaries
 

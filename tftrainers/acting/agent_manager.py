@@ -179,6 +179,13 @@ def step_env(env, managers) -> None:
             call_env("set_actions()", env.set_actions, name, actions)
     with TIMERS.timed("env step"):
         call_env("step()", env.step)
+    # What a Unity game reported on its stats channel goes to every behavior's trainer.
+    pop_stats = getattr(env, "pop_environment_stats", None)
+    if pop_stats is not None:
+        stats = pop_stats()
+        if stats is not None:
+            for manager in managers.values():
+                manager.queue.put(stats)
 
 
 __all__ = ["ActingStats", "AgentManager", "EnvCallError", "call_env", "env_error_line",

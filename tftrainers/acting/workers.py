@@ -107,7 +107,7 @@ def run_worker(address, authkey: bytes, index: int, serial: int,
     try:
         conn.send(("hello", index, serial, os.getpid()))
         setup = conn.recv()
-        _Worker(conn, setup).run()
+        _Worker(conn, setup, index).run()
     except (OSError, EOFError):
         pass  # the learner closed the connection: nothing left to report to
     finally:
@@ -118,8 +118,9 @@ def run_worker(address, authkey: bytes, index: int, serial: int,
 
 
 class _Worker:
-    def __init__(self, conn, setup: WorkerSetup):
+    def __init__(self, conn, setup: WorkerSetup, index: int = 0):
         self.conn = conn
+        self.index = index  # a Unity player's port is base_port + index
         self.setup = setup
         self.stop = threading.Event()
         self.inbox: List[tuple] = []
@@ -149,7 +150,7 @@ class _Worker:
         env_step = 0
         try:
             env = call_env("make()", make, setup.env_id, seed=setup.seed,
-                           num_areas=setup.num_areas, **setup.env_args)
+                           num_areas=setup.num_areas, worker_id=self.index, **setup.env_args)
             managers: Dict[str, AgentManager] = {}
             for name, b in setup.behaviors.items():
                 actor = Actor(b.spec, b.memory_size, OnnxRunner(b.program, b.update.flat),

@@ -4,22 +4,24 @@ from __future__ import annotations
 from typing import Optional
 
 from tftrainers.envs.base import (ActionSpec, ActionTuple, BaseEnv, BehaviorSpec, DecisionSteps,
-                                  ObservationKind, ObservationSpec, TerminalSteps,
+                                  ObservationKind, ObservationSpec, ObservationType, TerminalSteps,
                                   validate_actions)
 from tftrainers.envs.builtin import BUILTIN_ENVS
 from tftrainers.envs.checker import EnvCheckError, check_env
 
 ENV_ID_HELP = ("builtin:NAME (" + ", ".join(sorted(BUILTIN_ENVS)) + "), gym:ID "
-               "(a Gymnasium id, e.g. gym:CartPole-v1) or pettingzoo:MODULE.ENV (a PettingZoo "
-               "parallel env, e.g. pettingzoo:mpe2.simple_spread_v3)")
+               "(a Gymnasium id, e.g. gym:CartPole-v1), pettingzoo:MODULE.ENV (a PettingZoo "
+               "parallel env, e.g. pettingzoo:mpe2.simple_spread_v3) or the path of a Unity "
+               "build")
 
 
-def make(env_id: str, seed: int = 0, num_areas: Optional[int] = None, num_envs: int = 1,
-         **env_args) -> BaseEnv:
+def make(env_id: Optional[str], seed: int = 0, num_areas: Optional[int] = None,
+         num_envs: int = 1, worker_id: int = 0, **env_args) -> BaseEnv:
     """Creates an environment from its id.
 
     Args:
-        env_id: ``builtin:NAME``, ``gym:ID`` or ``pettingzoo:MODULE.ENV``.
+        env_id: ``builtin:NAME``, ``gym:ID``, ``pettingzoo:MODULE.ENV``, the path of a Unity
+            build, or None for the Unity Editor (``envs.unity``).
         seed: makes the environment deterministic.
         num_areas: training areas of a built-in env, or copies of a Gymnasium env (each
             copy is one agent) or of a PettingZoo env (each copy is one group); None takes
@@ -32,7 +34,10 @@ def make(env_id: str, seed: int = 0, num_areas: Optional[int] = None, num_envs: 
             instance: its ``num_envs`` instances are stepped one after another
             (``MultiEnv``, instance ``k`` seeded ``seed + k``), or in worker processes
             (``env_settings.workers``).
-        **env_args: the env's own arguments (``obs="visual"`` for GridWorld; keyword
+        worker_id: the instance's number among env workers: a Unity player's port is
+            ``base_port + worker_id`` (other envs ignore it).
+        **env_args: the env's own arguments (for a Unity build: ``UnityEnv``'s, see
+            ``envs.unity.options``) (``obs="visual"`` for GridWorld; keyword
             arguments of ``gymnasium.make`` or of the PettingZoo module's ``parallel_env``).
 
     Raises:
@@ -40,6 +45,9 @@ def make(env_id: str, seed: int = 0, num_areas: Optional[int] = None, num_envs: 
     """
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    from tftrainers.envs.unity import is_unity_env_id
+    if is_unity_env_id(env_id):
+        return _make_unity(env_id, seed, num_areas, num_envs, worker_id, env_args)
     kind, _, name = env_id.partition(":")
     if kind == "builtin" and name in BUILTIN_ENVS:
         cls = BUILTIN_ENVS[name]
@@ -62,6 +70,19 @@ def make(env_id: str, seed: int = 0, num_areas: Optional[int] = None, num_envs: 
     raise ValueError(f"unknown env id '{env_id}'; use {ENV_ID_HELP}")
 
 
+def _make_unity(env_id, seed, num_areas, num_envs, worker_id, env_args) -> BaseEnv:
+    import os
+    from tftrainers.envs.unity.launcher import UnityBuildError
+    from tftrainers.envs.unity.options import make_unity_env
+    try:
+        return make_unity_env(env_id, seed=seed, num_areas=num_areas, num_envs=num_envs,
+                              worker_id=worker_id, **env_args)
+    except UnityBuildError:
+        if env_id and not os.path.exists(env_id) and not any(sep in env_id for sep in "/\\"):
+            raise ValueError(f"unknown env id '{env_id}'; use {ENV_ID_HELP}") from None
+        raise
+
+
 __all__ = ["ActionSpec", "ActionTuple", "BaseEnv", "BehaviorSpec", "BUILTIN_ENVS", "DecisionSteps",
-           "EnvCheckError", "ObservationKind", "ObservationSpec", "TerminalSteps", "check_env",
-           "make", "validate_actions"]
+           "EnvCheckError", "ObservationKind", "ObservationSpec", "ObservationType",
+           "TerminalSteps", "check_env", "make", "validate_actions"]

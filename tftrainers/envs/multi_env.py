@@ -113,6 +113,18 @@ class MultiEnv(BaseEnv):
                 out.continuous[rows], out.discrete[rows] = part.continuous, part.discrete
         return out
 
+    def pop_environment_stats(self):
+        """What the instances' games reported (Unity's stats channel), merged; None: none."""
+        merged = {}
+        for env in self.envs:
+            stats = env.pop_environment_stats() if hasattr(env, "pop_environment_stats") else None
+            for key, values in (stats.values.items() if stats is not None else ()):
+                merged.setdefault(key, []).extend(values)
+        if not merged:
+            return None
+        from tftrainers.envs.unity.side_channels import EnvironmentStats
+        return EnvironmentStats(merged)
+
     def close(self) -> None:
         for env in self.envs:
             env.close()

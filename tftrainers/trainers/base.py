@@ -30,6 +30,7 @@ from tftrainers.acting import ActingStats, AgentManager, WeightUpdate
 from tftrainers.acting.workers import BehaviorSetup
 from tftrainers.checkpoint import Checkpointer
 from tftrainers.envs import BehaviorSpec
+from tftrainers.envs.unity.side_channels import EnvironmentStats
 from tftrainers.export.artifacts import FORMATS, export_policy, prune_exports
 from tftrainers.processing import EpisodeStats, Trajectory
 from tftrainers.runs import write_behavior_spec
@@ -213,6 +214,8 @@ class Trainer(abc.ABC):
                 elif type(item) is ActingStats:
                     self._entropy_sum += item.entropy_sum
                     self._entropy_steps += item.steps
+                elif type(item) is EnvironmentStats:
+                    self.stats.add_environment_stats(item.values)
         return trajectories
 
     def record_episodes(self, episodes: EpisodeStats) -> None:

@@ -32,6 +32,7 @@ import numpy as np
 
 from tftrainers.acting import ImitationManager, Labelled, TeacherEpisodes
 from tftrainers.acting.imitation import BehaviorRecorder
+from tftrainers.envs.unity.side_channels import EnvironmentStats
 from tftrainers.processing import AgentBuffer, BufferKey, EpisodeStats, Trajectory, obs_key
 from tftrainers.settings import ConfigError
 from tftrainers.stats import CUMULATIVE_REWARD, EPISODE_LENGTH
@@ -178,6 +179,8 @@ class BCTrainer(Trainer):
                     self.stats.add_stat(EPISODE_LENGTH, item.episode_length)
                 elif kind is TeacherEpisodes:
                     self.stats.add_stat(TEACHER_REWARD, item.episodes.cumulative_reward)
+                elif kind is EnvironmentStats:
+                    self.stats.add_environment_stats(item.values)
                 else:  # ActingStats
                     self._entropy_sum += item.entropy_sum
                     self._entropy_steps += item.steps
