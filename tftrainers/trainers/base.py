@@ -83,6 +83,9 @@ class Trainer(abc.ABC):
         self._acting_states: List[dict] = []  # restored, for managers yet to subscribe
         self._entropy_sum, self._entropy_steps = 0.0, 0
         self._program = None  # the act graph as ONNX, converted once
+        # Called as listener(trainer, checkpoint_path) after each checkpoint (the API's
+        # callbacks).
+        self.save_listeners: List = []
 
     # --- what an algorithm supplies ---------------------------------------------------------
     @property
@@ -283,6 +286,8 @@ class Trainer(abc.ABC):
         export_policy(self.policy, self.behavior_name, self.run_dir, self.step,
                       critic=self.value_critic())
         prune_exports(self.run_dir, self.behavior_name, self.settings.keep_checkpoints)
+        for listener in self.save_listeners:
+            listener(self, path)
         return path
 
     def weights_restored(self) -> None:
