@@ -114,10 +114,10 @@ def open_env(options: RunOptions, seed: int, env=None):
                               f"cannot act in env workers (they run no TensorFlow); allowed "
                               f"with workers: onnxruntime, or env_settings.workers: inline")
         _check_worker_target(env)
-        return make_env_instance(options, seed, env), "ray" if es.ray_address else "process"
+        return _instance(options, seed, env), "ray" if es.ray_address else "process"
     if (es.workers == "auto" and es.num_envs > 1
             and options.tf_settings.act_runtime == "onnxruntime" and _picklable(env)):
-        probe = make_env_instance(options, seed, env)
+        probe = _instance(options, seed, env)
         try:
             if measure_step_ms(probe) >= SLOW_STEP_MS:
                 return probe, "process"
@@ -125,7 +125,13 @@ def open_env(options: RunOptions, seed: int, env=None):
             probe.close()
             raise
         probe.close()
-    return make_env(options, seed, env), "inline"
+    # Called with (options, seed) when there is no env object: tests wrap these two.
+    return (make_env(options, seed) if env is None else make_env(options, seed, env)), "inline"
+
+
+def _instance(options: RunOptions, seed: int, env=None):
+    return (make_env_instance(options, seed) if env is None
+            else make_env_instance(options, seed, env))
 
 
 def _picklable(env) -> bool:
