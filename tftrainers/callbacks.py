@@ -13,7 +13,7 @@ A plain function ``f(behavior, step, stats)`` is taken as an ``on_summary``. Ret
 env step, every trainer saves its checkpoint and exports (``on_checkpoint`` is called for
 them too), and ``train`` returns the Run with ``run.stopped_by`` naming the callback. An
 exception in a callback stops the run the same way and then raises ``TrainingFailed``
-naming the callback (the callback's exception as the ``__cause__`` of its cause).
+naming the callback (the callback's exception in its ``__cause__`` chain).
 
 No TensorFlow here: a callback sees step counts, stat means and file paths.
 """
@@ -82,7 +82,7 @@ class CallbackError(Exception):
 def _name(callback) -> str:
     if isinstance(callback, Callback) and type(callback).__repr__ is not object.__repr__:
         return repr(callback)
-    return getattr(callback, "__qualname__", None) or type(callback).__name__
+    return getattr(callback, "__name__", None) or type(callback).__name__
 
 
 class _FunctionCallback(Callback):
