@@ -196,8 +196,7 @@ def env_from_target(target: Any, what: str, seed: int = 0, num_areas: Optional[i
         instances = [first] + [_call(target, what, env_args) for _ in range(num_envs - 1)]
         return _multi(instances)
     objects = [first] + [_call(target, what, env_args) for _ in range(copies - 1)]
-    return _wrap(objects, kind, what, seed, name or _behavior_name(
-        first, getattr(target, "__name__", type(first).__name__)))
+    return _wrap(objects, kind, what, seed, name or _behavior_name(first, type(first).__name__))
 
 
 def _is_gym_class(target) -> bool:
