@@ -151,3 +151,18 @@ def test_bad_env_objects_are_one_line_naming_what_is_missing(tmp_path, monkeypat
     assert str(error.value).startswith(message), str(error.value)
     assert "\n" not in str(error.value)
     assert not os.path.exists(tmp_path / "results")
+
+
+def test_the_command_line_takes_a_python_env_id(line_module, capsys):
+    from tftrainers.cli import learn_main
+    config = line_module / "line.yaml"
+    config.write_text("behaviors:\n  Line: {max_steps: 100, summary_freq: 50}\n"
+                      "env_settings: {env_path: 'python:line_env:Line', num_areas: 4}\n")
+    assert learn_main([str(config), "--run-id", "cli"]) == 0
+    assert "behaviors Line on python:line_env:Line" in capsys.readouterr().out
+    assert tftrainers.Run(line_module / "results" / "cli").checkpoints["Line"] is not None
+    with pytest.raises(SystemExit) as exit:  # a usage error: argparse's exit 2
+        learn_main([str(config), "--run-id", "x", "--env", "python:line_env:Nope"])
+    assert exit.value.code == 2
+    assert capsys.readouterr().err.strip().startswith(
+        "tftrainers-learn: error: python:line_env:Nope: module 'line_env' has no 'Nope'")
