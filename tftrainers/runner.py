@@ -13,6 +13,8 @@ What can go wrong, and what the run does then:
 - SIGINT / SIGTERM (``signals``): during start-up the signal is held and start-up stops at
   its next ``stop.check()``, between steps that leave nothing half-made (exit 128 + signum,
   nothing to save); in the loop, the loop stops, every trainer saves, exit 128 + signum.
+  The Python API (``api.train``) installs no handler: its ``StopFlag`` is set by callbacks,
+  and a KeyboardInterrupt in the loop saves every trainer and is raised again.
 - The env raises, or sends bad data (NaN/inf, a wrong shape or dtype), or an update is not
   finite (refused, weights kept): every trainer saves what is finite, then ``RunFailed``
   (one line naming the env and the env step; exit code 1).
