@@ -362,19 +362,15 @@ class Run:
         arrays = {n: np.asarray(v, np.float64) for n, v in columns.items()}
         if "step" in arrays:
             arrays["step"] = arrays["step"].astype(np.int64)
-        if as_frame is None:
-            try:
-                import pandas  # noqa: F401
-                as_frame = True
-            except ImportError:
-                as_frame = False
-        if as_frame:
-            try:
-                import pandas
-            except ImportError:
+        if as_frame is False:
+            return arrays
+        try:
+            import pandas
+        except ImportError:
+            if as_frame:
                 raise TrainingError("as_frame=True needs pandas: pip install pandas") from None
-            return pandas.DataFrame(arrays)
-        return arrays
+            return arrays
+        return pandas.DataFrame(arrays)
 
     def load_policy(self, behavior: Optional[str] = None, seed: int = 0):
         """``tftrainers.load_policy(self, behavior)``."""

@@ -6,9 +6,9 @@ import os
 import sys
 
 import gymnasium as gym
-import numpy as np
 import pytest
 from gymnasium import spaces
+from mpe2 import simple_spread_v3  # the test extra has it
 
 import tftrainers
 from tftrainers.envs import check_env, make
@@ -55,12 +55,11 @@ def test_a_gymnasium_env_object_trains_to_the_optimal_return(tmp_path):
 
 
 def test_a_pettingzoo_env_object_and_a_vector_env_object_train(tmp_path):
-    mpe = pytest.importorskip("mpe2.simple_spread_v3")
     config = {"behaviors": {"agent": {"trainer_type": "ppo", "max_steps": 300,
                                       "summary_freq": 150, "time_horizon": 25,
                                       "hyperparameters": {"batch_size": 64,
                                                           "buffer_size": 150}}}}
-    run = tftrainers.train(config, mpe.parallel_env(max_cycles=25), run_id="spread",
+    run = tftrainers.train(config, simple_spread_v3.parallel_env(max_cycles=25), run_id="spread",
                            verbose=0, results_dir=str(tmp_path))
     assert run.behaviors == ["agent"] and run.stats()["step"][-1] >= 300
     vector = gym.vector.SyncVectorEnv([GymLine for _ in range(4)])  # 4 copies: 4 agents
