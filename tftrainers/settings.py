@@ -446,7 +446,8 @@ class EnvironmentSettings(_Settings):
     """Which environment to run and how many copies."""
 
     env_path: Optional[str] = _opt(
-        "Environment: builtin:NAME, gym:ID, pettingzoo:MODULE.ENV or a Unity build path.", None)
+        "Environment: builtin:NAME, gym:ID, pettingzoo:MODULE.ENV, python:MODULE:NAME or a "
+        "Unity build path.", None)
     env_args: Optional[Dict[str, Any]] = _opt(
         "Arguments passed to the environment ({k: v} or a list of 'k=v').", None,
         parse=_parse_env_args)
