@@ -144,3 +144,17 @@ def test_overrides_by_path_dict_and_behavior_key():
     assert basic.reward_signals["extrinsic"].gamma == 0.5
     assert basic.reward_signals["extrinsic"].strength == 1.0  # merged, not replaced
     assert options.tf_settings.jit_compile is False and options.env_settings.num_envs == 2
+
+
+def test_importing_the_api_imports_no_tensorflow():
+    import subprocess
+    import sys
+    code = ("import sys, tftrainers\n"
+            "tftrainers.train, tftrainers.load_policy, tftrainers.Run, tftrainers.Callback\n"
+            "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules\n"
+            "assert sorted(tftrainers.__all__) == sorted(set(dir(tftrainers)) & set("
+            "tftrainers.__all__))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(
+                              os.path.dirname(os.path.abspath(__file__))))))
+    assert done.returncode == 0, done.stderr
