@@ -206,17 +206,15 @@ def evaluate_main(argv: Optional[List[str]] = None) -> int:
           hold=True)
 def learn_main(argv: Optional[List[str]] = None) -> int:
     """``tftrainers-learn CONFIG``: train (or run in inference) as ``mlagents-learn`` does."""
-    from tftrainers.checkpoint import CheckpointError
-    from tftrainers.runner import RunError, run_training
-    from tftrainers.settings import ConfigError, load_run_options
+    from tftrainers.api import TrainingError, TrainingFailed, resolve_options, train_options
 
     parser = _Parser(prog="tftrainers-learn",
                      description="Train behaviors from an ML-Agents-style YAML config.")
     parser.add_argument("config", help="the YAML config (ML-Agents schema)")
     parser.add_argument("--env", dest="env_path", default=None,
                         help="the environment, overriding env_settings.env_path: builtin:NAME, "
-                             "gym:ID, pettingzoo:MODULE.ENV or the path of a Unity build (none "
-                             "anywhere: the Unity Editor)")
+                             "gym:ID, pettingzoo:MODULE.ENV, python:MODULE:NAME or the path of a "
+                             "Unity build (none anywhere: the Unity Editor)")
     parser.add_argument("--env-args", nargs="*", default=None, metavar="KEY=VALUE",
                         help="overrides env_settings.env_args, e.g. obs=visual; for a Unity "
                              "build, the player's own arguments")
@@ -260,16 +258,18 @@ def learn_main(argv: Optional[List[str]] = None) -> int:
             overrides["env_args"] = (parse_env_args(args.env_args)
                                      if all("=" in a and not a.startswith("=")
                                             for a in args.env_args) else list(args.env_args))
-        options = load_run_options(args.config, overrides)
+        # The Python API does the rest (tftrainers.train): argv is only parsed here.
+        options = resolve_options(args.config, None, {k: v for k, v in overrides.items()
+                                                      if v is not None})
         for note in options.notes:
             print(f"[NOTE] {note}", file=sys.stderr)
         if args.dry_run:
             print(options.to_yaml(), end="")
             return 0
-        return run_training(options)
-    except (ConfigError, RunError, CheckpointError, ImportError) as error:
-        parser.error(str(error))
-    except ValueError as error:  # bad env ids and env args surface as ValueError
+        return train_options(options, signals=True).exit_code
+    except TrainingFailed:
+        raise  # exit code 1, printed by ``_command``
+    except (TrainingError, ValueError) as error:  # ConfigError; bad env ids and env args
         parser.error(str(error))
 
 

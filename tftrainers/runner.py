@@ -13,6 +13,8 @@ What can go wrong, and what the run does then:
 - SIGINT / SIGTERM (``signals``): during start-up the signal is held and start-up stops at
   its next ``stop.check()``, between steps that leave nothing half-made (exit 128 + signum,
   nothing to save); in the loop, the loop stops, every trainer saves, exit 128 + signum.
+  The Python API (``api.train``) installs no handler: its ``StopFlag`` is set by callbacks,
+  and a KeyboardInterrupt in the loop saves every trainer and is raised again.
 - The env raises, or sends bad data (NaN/inf, a wrong shape or dtype), or an update is not
   finite (refused, weights kept): every trainer saves what is finite, then ``RunFailed``
   (one line naming the env and the env step; exit code 1).
@@ -46,14 +48,29 @@ class EnvStepError(RuntimeError):
     """The environment raised during the run; names the env, the call and the env step."""
 
 
-def make_env(options: RunOptions, seed: int):
+def env_target(options: RunOptions, env=None):
+    """What the env is made from: ``env`` (an env object or factory given to the Python
+    API) or else the id ``env_settings.env_path``."""
+    if env is not None:
+        return env
+    return options.env_settings.env_path  # None: the Unity Editor (``envs.unity``)
+
+
+def env_label(options: RunOptions, env=None) -> str:
+    """How logs and errors name the env."""
+    from tftrainers.envs.python_env import describe
+    target = env_target(options, env)
+    return "the Unity Editor" if target is None else describe(target)
+
+
+def make_env(options: RunOptions, seed: int, env=None):
     """The environment of ``env_settings``: ``num_envs`` instances of built-in and gym envs
     are one env with ``num_envs x num_areas`` areas (see ``envs.make``); a Unity build is
     ``num_envs`` players, no env at all the Unity Editor (``envs.unity``)."""
     from tftrainers.envs import make
     es = options.env_settings
-    return make(es.env_path, seed=seed, num_areas=es.num_areas, num_envs=es.num_envs,
-                **env_args_of(options))
+    return make(env_target(options, env), seed=seed, num_areas=es.num_areas,
+                num_envs=es.num_envs, **env_args_of(options))
 
 
 def env_args_of(options: RunOptions) -> dict:
@@ -73,11 +90,12 @@ def env_args_of(options: RunOptions) -> dict:
 SLOW_STEP_MS = 1.0
 
 
-def make_env_instance(options: RunOptions, seed: int):
+def make_env_instance(options: RunOptions, seed: int, env=None):
     """One instance of the environment (what each env worker runs)."""
     from tftrainers.envs import make
     es = options.env_settings
-    return make(es.env_path, seed=seed, num_areas=es.num_areas, **env_args_of(options))
+    return make(env_target(options, env), seed=seed, num_areas=es.num_areas,
+                **(env_args_of(options) if env is None else dict(es.env_args or {})))
 
 
 def measure_step_ms(env, steps: int = 10, budget_s: float = 0.5) -> float:
@@ -97,7 +115,7 @@ def measure_step_ms(env, steps: int = 10, budget_s: float = 0.5) -> float:
     return 1000.0 * sorted(times)[len(times) // 2]
 
 
-def open_env(options: RunOptions, seed: int):
+def open_env(options: RunOptions, seed: int, env=None):
     """The env the learner's process holds, and where the env instances step.
 
     Returns:
@@ -111,13 +129,14 @@ def open_env(options: RunOptions, seed: int):
             raise ConfigError(f"tf_settings.act_runtime: {options.tf_settings.act_runtime} "
                               f"cannot act in env workers (they run no TensorFlow); allowed "
                               f"with workers: onnxruntime, or env_settings.workers: inline")
-        return make_env_instance(options, seed), "ray" if es.ray_address else "process"
+        _check_worker_target(env)
+        return _instance(options, seed, env), "ray" if es.ray_address else "process"
     if (es.workers == "auto" and es.num_envs > 1
-            and options.tf_settings.act_runtime == "onnxruntime"):
+            and options.tf_settings.act_runtime == "onnxruntime" and _picklable(env)):
         from tftrainers.envs.unity import is_unity_env_id
-        if is_unity_env_id(es.env_path):  # a player per worker, as ML-Agents runs them
+        if env is None and is_unity_env_id(es.env_path):  # a player per worker, as ML-Agents
             return make_env_instance(options, seed), "process"
-        probe = make_env_instance(options, seed)
+        probe = _instance(options, seed, env)
         try:
             if measure_step_ms(probe) >= SLOW_STEP_MS:
                 return probe, "process"
@@ -125,7 +144,33 @@ def open_env(options: RunOptions, seed: int):
             probe.close()
             raise
         probe.close()
-    return make_env(options, seed), "inline"
+    # Called with (options, seed) when there is no env object: tests wrap these two.
+    return (make_env(options, seed) if env is None else make_env(options, seed, env)), "inline"
+
+
+def _instance(options: RunOptions, seed: int, env=None):
+    return (make_env_instance(options, seed) if env is None
+            else make_env_instance(options, seed, env))
+
+
+def _picklable(env) -> bool:
+    """Whether env workers can receive ``env`` (an id always; a factory if it pickles)."""
+    if env is None or isinstance(env, str):
+        return True
+    import pickle
+    try:
+        pickle.dumps(env)
+        return True
+    except Exception:  # pylint: disable=broad-except  (pickling raises many kinds)
+        return False
+
+
+def _check_worker_target(env) -> None:
+    if not _picklable(env) or not (env is None or isinstance(env, str) or callable(env)):
+        raise ConfigError(f"env_settings.workers: env workers build their own env in another "
+                          f"process, from an env id or a picklable factory (a module-level "
+                          f"function or class); {type(env).__name__} {env!r:.60} is neither: "
+                          f"use python:MODULE:NAME, or env_settings.workers: inline")
 
 
 def resolve_seed(options: RunOptions) -> int:
@@ -136,12 +181,19 @@ def resolve_seed(options: RunOptions) -> int:
     return seed
 
 
-def run_training(options: RunOptions, log=print) -> int:
+def run_training(options: RunOptions, log=print, env=None, stop=None,
+                 callbacks=None) -> int:
     """Runs the training (or inference) described by ``options``.
 
     Everything a user can get wrong (the env id and args, a behavior without settings, the
     run folder) is checked before TensorFlow is imported, and before ``--force`` removes an
     earlier run.
+
+    Args:
+        env: an env object or factory (the Python API), instead of ``env_path``.
+        stop: what stops the run (``signals.StopSignals`` or the API's ``StopFlag``);
+            None installs the command's SIGINT/SIGTERM handlers (``stop_signals``).
+        callbacks: the API's ``CallbackList`` (summaries, checkpoints), or None.
 
     Returns:
         0, or 128 + the signal number when SIGINT/SIGTERM stopped it (after saving).
@@ -150,52 +202,57 @@ def run_training(options: RunOptions, log=print) -> int:
         RunError: the run folder (one line, a usage error).
         RunFailed: the env failed or sent bad data, or an update was not finite; every
             trainer saved what it could first.
+        KeyboardInterrupt: (only without signal handlers: the Python API) after every
+            trainer saved.
     """
-    # Held: a signal during start-up stops it at the next ``stop.check()``, never inside
-    # TensorFlow's import, a network's construction or a file being written.
+    if stop is None:
+        # Held: a signal during start-up stops it at the next ``stop.check()``, never
+        # inside TensorFlow's import, a network's construction or a file being written.
+        with stop_signals("tftrainers-learn", hold=True) as stop:
+            return run_training(options, log, env, stop, callbacks)
     _start_timers()
-    with stop_signals("tftrainers-learn", hold=True) as stop:
-        stop.check()
-        seed = resolve_seed(options)
-        # A Unity player writes its log into the run folder: opened first (below otherwise).
-        folder = _open_folder_for_player(options)
+    stop.check()
+    seed = resolve_seed(options)
+    # A Unity player writes its log into the run folder: opened first (below otherwise).
+    folder = _open_folder_for_player(options) if env is None else None
+    try:
+        with TIMERS.timed("open env"):
+            env_object, mode = open_env(options, seed, env)
+    except BaseException:
+        if folder is not None:
+            folder.close()
+        raise
+    try:
         try:
-            with TIMERS.timed("open env"):
-                env, mode = open_env(options, seed)
+            stop.check()
+            settings = {name: options.settings_for(name)
+                        for name in sorted(env_object.behavior_specs)}
+            parameters = _environment_parameters(options, seed, env_object)
         except BaseException:
             if folder is not None:
                 folder.close()
             raise
+        # Checked, locked, cleared with --force: before TensorFlow, so a refusal is quick.
+        folder = folder or RunFolder.open(options.checkpoint_settings)
         try:
             try:
-                stop.check()
-                settings = {name: options.settings_for(name)
-                            for name in sorted(env.behavior_specs)}
-                parameters = _environment_parameters(options, seed, env)
-            except BaseException:
-                if folder is not None:
-                    folder.close()
-                raise
-            # Checked, locked, cleared with --force: before TensorFlow, so a refusal is quick.
-            folder = folder or RunFolder.open(options.checkpoint_settings)
-            try:
-                try:
-                    # A resume writes it once its checks have passed (see ``_run``).
-                    if not options.checkpoint_settings.resume:
-                        write_atomically(os.path.join(folder.path, CONFIG_FILE),
-                                         options.to_yaml())
-                    os.makedirs(os.path.join(folder.path, "run_logs"), exist_ok=True)
-                except OSError as error:
-                    raise _unwritable(error, folder.path) from None
-                stop.check()
-                with TIMERS.timed("import tensorflow"):
-                    _configure_tensorflow(options, log)
-                stop.check()
-                return _run(options, folder, env, mode, settings, seed, stop, log, parameters)
-            finally:
-                folder.close()
+                # A resume writes it once its checks have passed (see ``_run``).
+                if not options.checkpoint_settings.resume:
+                    write_atomically(os.path.join(folder.path, CONFIG_FILE),
+                                     options.to_yaml())
+                os.makedirs(os.path.join(folder.path, "run_logs"), exist_ok=True)
+            except OSError as error:
+                raise _unwritable(error, folder.path) from None
+            stop.check()
+            with TIMERS.timed("import tensorflow"):
+                _configure_tensorflow(options, log)
+            stop.check()
+            return _run(options, folder, env_object, mode, settings, seed, stop, log,
+                        env_label(options, env), env, callbacks, parameters)
         finally:
-            env.close()
+            folder.close()
+    finally:
+        env_object.close()
 
 
 def _start_timers() -> None:
@@ -273,7 +330,7 @@ def _configure_tensorflow(options: RunOptions, log) -> None:
 
 
 def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed: int, stop,
-         log, parameters=None) -> int:
+         log, env_id: str, target=None, callbacks=None, parameters=None) -> int:
     import time
     import numpy as np
     from tftrainers.runs import check_compatible
@@ -288,9 +345,13 @@ def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed:
             f"{', '.join(os.path.relpath(p, run_dir) for p in removed[:5])}"
             f"{', ...' if len(removed) > 5 else ''}")
     progress = ProgressDisplay()
+    if getattr(log, "silent", False):  # the API's verbose=0: no status line either
+        progress.enabled = False
     # The summary lines follow ``log`` when a caller routes the run's lines elsewhere.
     console = ConsoleWriter(progress=progress, log=None if log is print else log)
     writers = [TensorBoardWriter(run_dir), console, CSVWriter(run_dir)]
+    if callbacks is not None:
+        writers.append(callbacks.writer)  # last: the files have the summary when it runs
     trainers = {}
     creating = time.perf_counter()
     try:
@@ -333,37 +394,48 @@ def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed:
                                   f"in the learner's process; use env_settings.workers: inline "
                                   f"(env workers run ppo and poca behaviors)")
         log(f"[INFO] Run '{cs.run_id}': results in {run_dir}; behaviors "
-            f"{', '.join(trainers)} on {options.env_settings.env_path or 'the Unity Editor'} "
-            f"(seed {seed}).")
+            f"{', '.join(trainers)} on {env_id} (seed {seed}).")
+        if callbacks is not None:
+            callbacks.start(trainers, stop)
         try:
             try:
                 if mode != "inline":
                     env.close()  # it gave the specs; the workers run their own instances
                     with TIMERS.timed("launch workers"):
-                        pool = _start_workers(options, mode, seed, trainers, log, curriculum)
+                        pool = _start_workers(options, mode, seed, trainers, log, target,
+                                              env_id, curriculum)
                 stop.defer()  # from here a signal stops the loop, and everything saves
                 # Finite data whose sums overflow (rewards of 1e38) end in a refused update,
                 # named in one line; NumPy's warnings on the way would only be noise.
                 with np.errstate(over="ignore", invalid="ignore"):
                     if pool is None:
-                        _loop(env, managers, trainers, stop,
-                              options.env_settings.env_path or "the Unity Editor",
-                              curriculum, log)
+                        _loop(env, managers, trainers, stop, env_id, curriculum, log)
                     else:
                         _loop_workers(pool, trainers, stop, curriculum, log)
             finally:
                 if pool is not None:
                     pool.close()  # before saving: no worker outlives a failed save
                     log(_workers_summary(pool))
+        except KeyboardInterrupt:
+            # Only without signal handlers (the Python API; the commands turn SIGINT into
+            # ``stop.requested``): what was trained is saved, then the interrupt goes on.
+            notes = _save_all(trainers, log, final=True)
+            log(f"[INFO] Interrupted (KeyboardInterrupt): {notes}; continue with "
+                f"resume=True.")
+            raise
         except Exception as error:  # pylint: disable=broad-except
             # Whatever stopped the loop, what was trained is saved first.
             notes = _save_all(trainers, log)
             raise _failure(error, notes) from error
         notes = _save_all(trainers, log, final=True)
         _write_timers(run_dir, log)
-        if stop.requested:
+        if callbacks is not None and callbacks.error is not None:
+            raise RunFailed(f"{callbacks.error}; {notes}") from callbacks.error
+        if stop.requested and stop.signum is not None:
             log(f"[INFO] Interrupted by {signal_name(stop.signum)}: {notes}; continue with "
                 f"--resume.")
+        elif stop.requested:
+            log(f"[INFO] Stopped by {stop.reason}: {notes}.")
         return stop.exit_code
     finally:
         for writer in writers:
@@ -550,7 +622,8 @@ def _loop(env, managers, trainers, stop, env_id: str = "the environment", curric
         raise NonFiniteUpdateError(f"{behavior}: {error}") from error
 
 
-def _start_workers(options: RunOptions, mode: str, seed: int, trainers, log, curriculum=None):
+def _start_workers(options: RunOptions, mode: str, seed: int, trainers, log, target=None,
+                   env_id: str = "", curriculum=None):
     """Starts ``num_envs`` env workers (processes or Ray actors) acting for every trainer."""
     from tftrainers.acting.worker_pool import ProcessLauncher, RayLauncher, WorkerPool
     from tftrainers.tf_utils.onnx_function import OnnxExportError
@@ -570,8 +643,9 @@ def _start_workers(options: RunOptions, mode: str, seed: int, trainers, log, cur
             raise RunError(str(error)) from None
     else:
         launcher = ProcessLauncher()
-    pool = WorkerPool(launcher, es.env_path, env_args_of(options), es.num_areas, es.num_envs,
-                      seed,
+    pool = WorkerPool(launcher, env_target(options, target),
+                      env_args_of(options) if target is None else es.env_args, es.num_areas,
+                      es.num_envs, seed,
                       behaviors, timeout_wait=es.timeout_wait,
                       max_restarts=es.max_worker_restarts, log=log)
     try:
@@ -584,7 +658,7 @@ def _start_workers(options: RunOptions, mode: str, seed: int, trainers, log, cur
     except BaseException:
         pool.close()
         raise
-    log(f"[INFO] Env workers: {es.num_envs} x {launcher.kind}, one {es.env_path} instance "
+    log(f"[INFO] Env workers: {es.num_envs} x {launcher.kind}, one {env_id} instance "
         f"each, acting inside.")
     return pool
 

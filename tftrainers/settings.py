@@ -493,7 +493,8 @@ class EnvironmentSettings(_Settings):
     """Which environment to run and how many copies."""
 
     env_path: Optional[str] = _opt(
-        "Environment: builtin:NAME, gym:ID, pettingzoo:MODULE.ENV or a Unity build path "
+        "Environment: builtin:NAME, gym:ID, pettingzoo:MODULE.ENV, python:MODULE:NAME or a "
+        "Unity build path "
         "(null: the Unity Editor, after pressing Play).", None)
     env_args: Optional[Any] = _opt(
         "Arguments passed to the environment ({k: v} or a list of 'k=v'); for a Unity build, "
@@ -944,6 +945,15 @@ def load_run_options(path: str, overrides: Optional[Mapping[str, Any]] = None) -
         ConfigError: With a one-line message for a missing or unreadable file, invalid
             YAML, or any unknown key, wrong type or out-of-range value.
     """
+    return RunOptions.from_dict(read_config_file(path), source=str(path), overrides=overrides)
+
+
+def read_config_file(path: str) -> Any:
+    """The parsed YAML document of a config file (not validated yet).
+
+    Raises:
+        ConfigError: a missing or unreadable file, or invalid YAML (one line).
+    """
     source = str(path)
     try:
         with open(path, encoding="utf-8") as fh:
@@ -963,7 +973,7 @@ def load_run_options(path: str, overrides: Optional[Mapping[str, Any]] = None) -
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(err, "problem", None) or type(err).__name__
         raise ConfigError(f"{source}: not valid YAML ({problem}{where})") from None
-    return RunOptions.from_dict(data, source=source, overrides=overrides)
+    return data
 
 
 def _torch_to_tf(data: Dict[str, Any], source: str,

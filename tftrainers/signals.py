@@ -154,3 +154,31 @@ def held() -> Iterator[None]:
         stop._held -= 1
     if not stop._held:
         stop.check()
+
+
+class StopFlag:
+    """What stops a run started from Python (``tftrainers.train``): the interface of
+    ``StopSignals`` without any signal handler (a notebook keeps its own Ctrl-C, which
+    reaches the run as KeyboardInterrupt). ``request`` is how a callback ends the run:
+    the loop stops, every trainer saves, the exit code stays 0."""
+
+    signum: Optional[int] = None
+    exit_code = 0
+
+    def __init__(self):
+        self.reason: Optional[str] = None
+        self.deferred = False
+
+    @property
+    def requested(self) -> bool:
+        return self.reason is not None
+
+    def request(self, reason: str) -> None:
+        if self.reason is None:
+            self.reason = reason
+
+    def check(self) -> None:
+        """Nothing is held: there are no handlers."""
+
+    def defer(self) -> None:
+        self.deferred = True

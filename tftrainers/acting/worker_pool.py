@@ -524,8 +524,10 @@ class WorkerPool:
             conn.close()
         self.launcher.stop(slot.handle, 0.0)
         slot.restarts += 1
-        name = f"env worker {slot.index} ({self.launcher.kind} of {self.env_id})"
-        if cause.startswith(self.env_id):  # the env's own line names it already
+        from tftrainers.envs.python_env import describe
+        env_id = describe(self.env_id)  # an id, or a factory given to the Python API
+        name = f"env worker {slot.index} ({self.launcher.kind} of {env_id})"
+        if cause.startswith(env_id):  # the env's own line names it already
             name = f"env worker {slot.index} ({self.launcher.kind})"
         if slot.restarts > self.max_restarts:
             raise WorkerFailed(f"{name} failed {slot.restarts} times, more than "

@@ -63,7 +63,7 @@ class BehaviorSetup(NamedTuple):
 class WorkerSetup(NamedTuple):
     """One worker's env and behaviors."""
 
-    env_id: str
+    env_id: object  # an env id, or a picklable env factory (the Python API)
     env_args: Dict[str, Any]
     num_areas: Optional[int]
     seed: int
@@ -143,6 +143,7 @@ class _Worker:
 
     def run(self) -> None:
         from tftrainers.envs import make
+        from tftrainers.envs.python_env import describe
         from tftrainers.envs.checks import EnvDataError
         setup = self.setup
         threading.Thread(target=self._read, daemon=True, name="worker-inbox").start()
@@ -207,13 +208,13 @@ class _Worker:
                     self.conn.send(("items", env_step, outbox))
                     outbox, last_send = [], now
         except EnvCallError as error:
-            self._report("env", setup.env_id, error.call, env_step, error.error)
+            self._report("env", describe(setup.env_id), error.call, env_step, error.error)
         except EnvDataError as error:
-            self._report("data", setup.env_id, None, env_step, error)
+            self._report("data", describe(setup.env_id), None, env_step, error)
         except (EOFError, OSError):
             raise  # the connection: the learner is gone
         except Exception as error:  # pylint: disable=broad-except
-            self._report("internal", setup.env_id, None, env_step, error)
+            self._report("internal", describe(setup.env_id), None, env_step, error)
         finally:
             if env is not None:
                 try:

@@ -11,17 +11,20 @@ from tftrainers.envs.checker import EnvCheckError, check_env
 
 ENV_ID_HELP = ("builtin:NAME (" + ", ".join(sorted(BUILTIN_ENVS)) + "), gym:ID "
                "(a Gymnasium id, e.g. gym:CartPole-v1), pettingzoo:MODULE.ENV (a PettingZoo "
-               "parallel env, e.g. pettingzoo:mpe2.simple_spread_v3) or the path of a Unity "
-               "build")
+               "parallel env, e.g. pettingzoo:mpe2.simple_spread_v3), python:MODULE:NAME "
+               "(your BaseEnv subclass, gymnasium.Env class or env factory; the working "
+               "directory is on the import path) or the path of a Unity build")
 
 
-def make(env_id: Optional[str], seed: int = 0, num_areas: Optional[int] = None,
-         num_envs: int = 1, worker_id: int = 0, **env_args) -> BaseEnv:
+def make(env_id, seed: int = 0, num_areas: Optional[int] = None, num_envs: int = 1,
+         worker_id: int = 0, **env_args) -> BaseEnv:
     """Creates an environment from its id.
 
     Args:
-        env_id: ``builtin:NAME``, ``gym:ID``, ``pettingzoo:MODULE.ENV``, the path of a Unity
-            build, or None for the Unity Editor (``envs.unity``).
+        env_id: ``builtin:NAME``, ``gym:ID``, ``pettingzoo:MODULE.ENV``,
+            ``python:MODULE:NAME``, the path of a Unity build, or None for the Unity Editor
+            (``envs.unity``); or, from Python, an env class, object or factory
+            (``envs.python_env``).
         seed: makes the environment deterministic.
         num_areas: training areas of a built-in env, or copies of a Gymnasium env (each
             copy is one agent) or of a PettingZoo env (each copy is one group); None takes
@@ -45,6 +48,10 @@ def make(env_id: Optional[str], seed: int = 0, num_areas: Optional[int] = None,
     """
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    if env_id is not None and not isinstance(env_id, str):
+        from tftrainers.envs.python_env import describe, env_from_target
+        return env_from_target(env_id, describe(env_id), seed=seed, num_areas=num_areas,
+                               num_envs=num_envs, env_args=env_args)
     from tftrainers.envs.unity import is_unity_env_id
     if is_unity_env_id(env_id):
         return _make_unity(env_id, seed, num_areas, num_envs, worker_id, env_args)
@@ -67,6 +74,10 @@ def make(env_id: Optional[str], seed: int = 0, num_areas: Optional[int] = None,
         from tftrainers.envs.pettingzoo_adapter import PettingZooEnv
         return PettingZooEnv(name, num_envs=(1 if num_areas is None else num_areas) * num_envs,
                              seed=seed, **env_args)
+    if kind == "python" and name:
+        from tftrainers.envs.python_env import make_python
+        return make_python(env_id, seed=seed, num_areas=num_areas, num_envs=num_envs,
+                           **env_args)
     raise ValueError(f"unknown env id '{env_id}'; use {ENV_ID_HELP}")
 
 

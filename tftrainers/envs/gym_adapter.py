@@ -194,20 +194,31 @@ class GymEnv(AreaEnv):
 
     max_episode_steps = np.iinfo(np.int64).max  # the env's own TimeLimit truncates
 
-    def __init__(self, env_id: str, num_envs: int = 1, seed: int = 0, **make_kwargs):
+    def __init__(self, env_id: str, num_envs: int = 1, seed: int = 0, instances=None,
+                 label=None, **make_kwargs):
+        """``instances``: env objects to use as the copies instead of making ``num_envs``
+        with ``gymnasium.make`` (``env_id`` then only names the behavior; ``label`` names
+        the env in messages, default ``gym:ENV_ID``)."""
         gymnasium = _import_gymnasium()
         self.name = env_id
+        self._label = label or f"gym:{env_id}"
         self.agents_per_area = 1
-        num_envs = int(num_envs)
+        num_envs = len(instances) if instances else int(num_envs)
         if num_envs < 1:
             raise ValueError(f"gym:{env_id}: num_areas (copies) must be >= 1, got {num_envs}")
-        env = self._make(gymnasium, make_kwargs)
-        self._obs_parts = _observation_parts(env.observation_space, "obs")
+        env = instances[0] if instances else self._make(gymnasium, make_kwargs)
+        try:
+            self._obs_parts = _observation_parts(env.observation_space, "obs")
+            self._action = _ActionConverter(env.action_space)
+        except ValueError as error:
+            if not instances:
+                raise
+            raise ValueError(f"{self._label}: {str(error).removeprefix('gym: ')}") from error
         # Before making the other copies: a mistyped count must not exhaust the memory.
-        check_agent_memory(f"gym:{env_id}", num_envs, [spec for spec, _ in self._obs_parts],
+        check_agent_memory(self._label, num_envs, [spec for spec, _ in self._obs_parts],
                            _BYTES_PER_COPY)
-        self.envs = [env] + [self._make(gymnasium, make_kwargs) for _ in range(num_envs - 1)]
-        self._action = _ActionConverter(env.action_space)
+        self.envs = list(instances) if instances else [env] + [
+            self._make(gymnasium, make_kwargs) for _ in range(num_envs - 1)]
         self._seed = seed
         self._seeded = np.zeros(len(self.envs), bool)
         super().__init__(seed, num_areas=len(self.envs))
@@ -247,7 +258,7 @@ class GymEnv(AreaEnv):
     def _observation_error(self, rows, raw_obs, error: Exception) -> EnvDataError:
         """The one-line error for the first of ``raw_obs`` (the env's observations of
         ``rows``) that does not fit the observation space."""
-        where = f"behavior '{self.name}' (gym:{self.name})"
+        where = f"behavior '{self.name}' ({self._label})"
         for row, raw in zip(rows, raw_obs):
             for index, (spec, convert) in enumerate(self._obs_parts):
                 try:
@@ -307,7 +318,7 @@ class GymEnv(AreaEnv):
             env.close()
 
     def _env_id(self) -> str:
-        return f"gym:{self.name}"
+        return self._label
 
     def __repr__(self):
-        return f"gym:{self.name}(num_envs={self.n_agents})"
+        return f"{self._label}(num_envs={self.n_agents})"

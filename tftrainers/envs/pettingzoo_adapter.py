@@ -99,7 +99,7 @@ class _Behavior:
             self.obs_parts = _observation_parts(parallel.observation_space(first), "obs")
             self.action = _ActionConverter(parallel.action_space(first))
         except ValueError as error:
-            raise ValueError(f"pettingzoo:{env_id}: agent '{first}': "
+            raise ValueError(f"{env_id}: agent '{first}': "
                              f"{str(error).removeprefix('gym: ')}") from error
         self.spec = BehaviorSpec(tuple(spec for spec, _ in self.obs_parts),
                                  ActionSpec(self.action.continuous_size,
@@ -136,19 +136,27 @@ class _Behavior:
 class PettingZooEnv(BaseEnv):
     """``num_envs`` copies of a PettingZoo parallel env (see the module docstring)."""
 
-    def __init__(self, env_id: str, num_envs: int = 1, seed: int = 0, **env_args):
-        if int(num_envs) < 1:
+    def __init__(self, env_id: str, num_envs: int = 1, seed: int = 0, instances=None,
+                 label=None, **env_args):
+        """``instances``: parallel env objects to use as the copies instead of making
+        ``num_envs`` (``label`` then names the env in messages)."""
+        if not instances and int(num_envs) < 1:
             raise ValueError(f"pettingzoo:{env_id}: num_areas must be >= 1, got {num_envs}")
-        make = _import_parallel_env(env_id)
         self.env_id = env_id
-        try:
-            self.envs = [make(**env_args) for _ in range(int(num_envs))]
-        except TypeError as error:  # an unknown keyword argument
-            raise ValueError(f"pettingzoo:{env_id}: bad env args {env_args}: {error}") from error
+        self._label = label or f"pettingzoo:{env_id}"
+        if instances:
+            self.envs = list(instances)
+        else:
+            make = _import_parallel_env(env_id)
+            try:
+                self.envs = [make(**env_args) for _ in range(int(num_envs))]
+            except TypeError as error:  # an unknown keyword argument
+                raise ValueError(f"pettingzoo:{env_id}: bad env args {env_args}: {error}") \
+                    from error
         first = self.envs[0]
         names = list(first.possible_agents)
         self._behaviors: Dict[str, _Behavior] = {
-            name: _Behavior(env_id, members, first, len(self.envs))
+            name: _Behavior(self._label, members, first, len(self.envs))
             for name, members in behavior_of_names(names, first.observation_space,
                                                    first.action_space).items()}
         # agent name -> (behavior, index within the behavior's agents of a copy)
@@ -271,4 +279,4 @@ class PettingZooEnv(BaseEnv):
             env.close()
 
     def __repr__(self) -> str:
-        return f"pettingzoo:{self.env_id}(num_envs={len(self.envs)})"
+        return f"{self._label}(num_envs={len(self.envs)})"

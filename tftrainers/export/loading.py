@@ -202,15 +202,69 @@ class _TFLiteModel(_Model):
         return [out[name] for name in names]
 
 
+def _constants(model: _Model, names: List[str]) -> Dict[str, np.ndarray]:
+    """The named constant outputs, read by running one all-zero agent (as Unity does)."""
+    names = [n for n in names if n in model.outputs]
+    feeds = {name: np.zeros([1 if d is None else d for d in shape], np.float32)
+             for name, (shape, _) in model.inputs.items()}
+    if contract.ACTION_MASKS in feeds:
+        feeds[contract.ACTION_MASKS][:] = 1.0
+    return {n: np.asarray(v).reshape(-1) for n, v in zip(names, model.run(names, feeds))}
+
+
+def model_behavior_spec(model: _Model, source: str) -> BehaviorSpec:
+    """The behavior spec an exported model was made for, read from the model alone (its
+    ``obs_i`` inputs and its constant action-shape outputs), so that loading an exported
+    file needs no config: rank-1 inputs are vector observations, rank 3 (CHW) visual ones
+    (given back as HWC), rank 2 variable-length ones.
+
+    Raises:
+        ValueError: the model is not one of the export contract's (naming what it lacks).
+    """
+    from tftrainers.envs.base import ActionSpec, ObservationSpec
+    names = sorted((n for n in model.inputs if n.startswith("obs_")), key=lambda n: (len(n), n))
+    if not names:
+        raise ValueError(f"{source}: the model has no obs_0 input; not an exported policy of "
+                         f"the ML-Agents contract")
+    if contract.VERSION_NUMBER not in model.outputs:
+        raise ValueError(f"{source}: the model has no {contract.VERSION_NUMBER} output; not "
+                         f"an ML-Agents (version {contract.MODEL_VERSION}) model")
+    kinds = {1: ObservationKind.VECTOR, 3: ObservationKind.VISUAL,
+             2: ObservationKind.VARIABLE_LENGTH}
+    observations = []
+    for name in names:
+        shape = tuple(model.inputs[name][0][1:])
+        if len(shape) not in kinds or any(d is None for d in shape):
+            raise ValueError(f"{source}: model input {name} has shape "
+                             f"{_format_shape(model.inputs[name][0])}; expected [?, size], "
+                             f"[?, entities, size] or [?, C, H, W] with fixed sizes")
+        if len(shape) == 3:
+            shape = (shape[1], shape[2], shape[0])  # the contract's CHW -> the env's HWC
+        observations.append(ObservationSpec(shape, name, kinds[len(shape)]))
+    values = _constants(model, [contract.CONTINUOUS_ACTION_OUTPUT_SHAPE,
+                                contract.DISCRETE_ACTION_OUTPUT_SHAPE])
+    continuous = (int(values[contract.CONTINUOUS_ACTION_OUTPUT_SHAPE][0])
+                  if contract.CONTINUOUS_ACTIONS in model.outputs
+                  and contract.CONTINUOUS_ACTION_OUTPUT_SHAPE in values else 0)
+    branches = (tuple(int(b) for b in values[contract.DISCRETE_ACTION_OUTPUT_SHAPE])
+                if contract.DISCRETE_ACTIONS in model.outputs
+                and contract.DISCRETE_ACTION_OUTPUT_SHAPE in values else ())
+    if not continuous and not branches:
+        raise ValueError(f"{source}: the model has neither {contract.CONTINUOUS_ACTIONS} nor "
+                         f"{contract.DISCRETE_ACTIONS} (with their output shapes)")
+    return BehaviorSpec(tuple(observations), ActionSpec(continuous, branches))
+
+
 class _ExportedPolicy:
-    """Runs a model with the contract's inputs and outputs for one behavior's agents."""
+    """Runs a model with the contract's inputs and outputs for one behavior's agents
+    (``behavior_spec`` None: the model's own, ``model_behavior_spec``)."""
 
     def __init__(self, model: _Model, source: str, behavior_spec: Optional[BehaviorSpec],
                  deterministic: bool):
+        if behavior_spec is None:
+            behavior_spec = model_behavior_spec(model, source)
         self.model = model
         self.source = source
-        if behavior_spec is None:
-            behavior_spec = self._spec_from_model()
         self.spec = behavior_spec
         self.deterministic = bool(deterministic)
         action_spec = behavior_spec.action_spec
@@ -234,37 +288,6 @@ class _ExportedPolicy:
     # --- checks at load ---------------------------------------------------------------
     def _error(self, message: str) -> ValueError:
         return ValueError(f"{self.source}: {message}")
-
-    def _spec_from_model(self) -> BehaviorSpec:
-        """The behavior spec the model was exported for, read from its inputs and its
-        constant outputs (observation names are the contract's, ``obs_i``)."""
-        from tftrainers.envs.base import ActionSpec, ObservationSpec
-        inputs = self.model.inputs
-        names = sorted((n for n in inputs if n.startswith("obs_")), key=lambda n: (len(n), n))
-        observations = []
-        for name in names:
-            shape = inputs[name][0][1:]
-            if None in shape or len(shape) not in (1, 3):
-                raise self._error(f"model input {name} has shape {_format_shape(inputs[name][0])}"
-                                  f"; expected [?, size] or [?, C, H, W]")
-            if len(shape) == 3:  # the contract's CHW -> the env's HWC
-                observations.append(ObservationSpec((shape[1], shape[2], shape[0]), name,
-                                                    ObservationKind.VISUAL))
-            else:
-                observations.append(ObservationSpec(shape, name))
-        constants = [n for n in (contract.CONTINUOUS_ACTION_OUTPUT_SHAPE,
-                                 contract.DISCRETE_ACTION_OUTPUT_SHAPE) if n in self.model.outputs]
-        feeds = {name: np.zeros([1 if d is None else d for d in shape], np.float32)
-                 for name, (shape, _) in inputs.items()}
-        if contract.ACTION_MASKS in feeds:
-            feeds[contract.ACTION_MASKS][:] = 1.0
-        values = dict(zip(constants, self.model.run(constants, feeds))) if constants else {}
-        continuous = values.get(contract.CONTINUOUS_ACTION_OUTPUT_SHAPE)
-        branches = values.get(contract.DISCRETE_ACTION_OUTPUT_SHAPE)
-        return BehaviorSpec(tuple(observations), ActionSpec(
-            int(np.asarray(continuous).reshape(-1)[0]) if continuous is not None else 0,
-            tuple(int(b) for b in np.asarray(branches).reshape(-1))
-            if branches is not None else ()))
 
     def _check_inputs(self) -> int:
         """Checks the model's inputs against the env; returns the model's memory size."""
@@ -342,12 +365,7 @@ class _ExportedPolicy:
         if contract.VERSION_NUMBER not in names:
             raise self._error(f"the model has no {contract.VERSION_NUMBER} output; not an "
                               f"ML-Agents (version {contract.MODEL_VERSION}) model")
-        feeds = {name: np.zeros([1 if d is None else d for d in shape], np.float32)
-                 for name, (shape, _) in self.model.inputs.items()}
-        if contract.ACTION_MASKS in feeds:
-            feeds[contract.ACTION_MASKS][:] = 1.0
-        values = {n: np.asarray(v).reshape(-1) for n, v in zip(names,
-                                                                self.model.run(names, feeds))}
+        values = _constants(self.model, names)
         version = int(values[contract.VERSION_NUMBER][0])
         if version != contract.MODEL_VERSION:
             raise self._error(f"model version {version}; this loader reads version "
@@ -421,7 +439,7 @@ class OnnxPolicy(_ExportedPolicy):
 
     Args:
         path: the ``.onnx`` file.
-        behavior_spec: the spec of the behavior it acts for; None: read from the model.
+        behavior_spec: the spec of the behavior it acts for (None: read from the model).
         deterministic: take ``deterministic_*_actions`` instead of the sampled actions.
 
     Raises:
@@ -440,7 +458,7 @@ class SavedModelPolicy(_ExportedPolicy):
     Args:
         path: a SavedModel folder, or a model base path whose highest numbered version
             folder is taken (as TF Serving does).
-        behavior_spec: the spec of the behavior it acts for; None: read from the model.
+        behavior_spec: the spec of the behavior it acts for (None: read from the model).
         deterministic: take ``deterministic_*_actions`` instead of the sampled actions.
 
     Raises:

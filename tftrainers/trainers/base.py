@@ -94,6 +94,9 @@ class Trainer(abc.ABC):
         self.run_state: Optional[Callable[[], dict]] = None
         self.restored_run_state: Optional[dict] = None
         self._failed_formats = set()  # export formats that failed once (not tried again)
+        # Called as listener(trainer, checkpoint_path) after each checkpoint (the API's
+        # callbacks).
+        self.save_listeners: List = []
 
     # --- what an algorithm supplies ---------------------------------------------------------
     @property
@@ -314,6 +317,8 @@ class Trainer(abc.ABC):
                 export_policy(self.policy, self.behavior_name, self.run_dir, self.step,
                               formats=["savedmodel"], critic=self.value_critic())
             prune_exports(self.run_dir, self.behavior_name, self.settings.keep_checkpoints)
+        for listener in self.save_listeners:
+            listener(self, path)
         # Where the time went so far, at each save (the runner writes the final one and
         # reports a failed write; a diagnostic file does not fail a checkpoint).
         try:
