@@ -195,12 +195,12 @@ def _from_run(run_dir: str, behavior: Optional[str], seed: int) -> Policy:
 def _from_export(path: str, kind: str) -> Policy:
     from tftrainers.console import quiet_tensorflow_import
     with quiet_tensorflow_import():
-        from tftrainers.export import OnnxPolicy, SavedModelPolicy
-    cls = OnnxPolicy if kind == "onnx" else SavedModelPolicy
-    first = cls(path, None, deterministic=True)
+        from tftrainers.export.loading import exported_policy
+    first = exported_policy(path, None, deterministic=True)
 
     def make(deterministic):
-        return first if deterministic else cls(path, first.spec, deterministic=False)
+        return first if deterministic else exported_policy(path, first.spec,
+                                                           deterministic=False)
 
     name = os.path.splitext(os.path.basename(os.path.normpath(path)))[0]
     if kind == "savedmodel":  # RUN/B/saved_model/STEP: the behavior is B
@@ -212,11 +212,13 @@ def _from_export(path: str, kind: str) -> Policy:
 
 
 def load_policy(source, behavior: Optional[str] = None, seed: int = 0) -> Policy:
-    """A trained policy from a run, an ``.onnx`` file or a SavedModel folder.
+    """A trained policy from a run, an ``.onnx``, ``.keras`` or ``.tflite`` file or a
+    SavedModel folder.
 
     Args:
         source: a ``Run`` (what ``train`` returned) or run folder (``results/RUN``: its
-            latest readable checkpoint), a ``.onnx`` file, a SavedModel folder (or its
+            latest readable checkpoint), a ``.onnx``, ``.keras`` or ``.tflite`` file (as
+            ``tftrainers-export --format`` writes them), a SavedModel folder (or its
             parent of numbered versions: the highest is taken).
         behavior: the behavior of a run with several (default: its only one).
         seed: the sampling noise of ``deterministic=False`` calls.
@@ -229,15 +231,12 @@ def load_policy(source, behavior: Optional[str] = None, seed: int = 0) -> Policy
     try:
         if os.path.isfile(os.path.join(path, "configuration.yaml")):
             return _from_run(path, behavior, seed)
-        if path.endswith(".onnx"):
-            return _from_export(path, "onnx")
-        if path.endswith(".keras") or path.endswith(".tflite"):
-            raise _error(f"{path}: {os.path.splitext(path)[1]} policies cannot be loaded by "
-                         f"this version; allowed: a run folder, a .onnx file or a SavedModel "
-                         f"folder")
+        if path.endswith((".onnx", ".keras", ".tflite")):
+            return _from_export(path, path.rsplit(".", 1)[1])
         if os.path.isdir(path):
             return _from_export(path, "savedmodel")
-        raise _error(f"{path}: no such run folder, .onnx file or SavedModel folder")
+        raise _error(f"{path}: no such run folder, .onnx, .keras or .tflite file or SavedModel "
+                     f"folder")
     except (ValueError, FileNotFoundError) as error:
         from tftrainers.api import TrainingError
         if isinstance(error, TrainingError):

@@ -13,7 +13,6 @@ worst outcome?") says why.
 from typing import Callable, List, Sequence
 
 import numpy as np
-import pytest
 
 from tftrainers.envs import ActionTuple, make
 from tftrainers.envs.builtin import hallway, pushblock_collab
