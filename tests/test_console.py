@@ -146,7 +146,7 @@ def test_dry_run_of_an_ml_agents_configuration_answers_without_tensorflow(tmp_pa
     assert "tensorflow" not in modules
     assert_ours(lines, "stderr")
     # (goal_conditioning_type acts now; the Unity notes: see the configuration reference)
-    assert len(lines) == 6 and all(line.startswith("[NOTE] ") for line in lines)
+    assert len(lines) == 5 and all(line.startswith("[NOTE] ") for line in lines)
     assert yaml.safe_load(done.stdout)["env_settings"]["env_path"] == "builtin:Ball3D"
 
 

@@ -22,13 +22,15 @@ def expected_notes(path):
         "TensorFlow)",
         "behaviors.Ball3D.reward_signals.extrinsic.network_settings is accepted but has no "
         "effect here: the extrinsic reward has no network (ML-Agents ignores it too)",
-        "env_settings.base_port, env_settings.max_lifetime_restarts, "
-        "env_settings.restarts_rate_limit_n, env_settings.restarts_rate_limit_period_s are "
-        "accepted but have no effect here: Unity player settings (port, crash restart rate "
-        "limits); env workers here restart as env_settings.max_worker_restarts says",
+        "env_settings.base_port is accepted but has no effect here: the port of a Unity "
+        "player (a build or the Editor); built-in, gym and pettingzoo environments have none",
+        "env_settings.max_lifetime_restarts, env_settings.restarts_rate_limit_n, "
+        "env_settings.restarts_rate_limit_period_s are accepted but have no effect here: Unity "
+        "player settings (crash restart rate limits); env workers here restart as "
+        "env_settings.max_worker_restarts says",
         "engine_settings is accepted but has no effect here: Unity player settings (window, "
-        "quality, time scale, frame rates, graphics); built-in and gym environments have no "
-        "player")]
+        "quality, time scale, frame rates, graphics), sent to a Unity build or the Editor; "
+        "built-in, gym and pettingzoo environments have no player")]
 
 
 def test_ml_agents_resolved_configuration_runs_unchanged(tmp_path, capsys):

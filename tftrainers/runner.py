@@ -70,15 +70,15 @@ def make_env(options: RunOptions, seed: int, env=None):
     from tftrainers.envs import make
     es = options.env_settings
     return make(env_target(options, env), seed=seed, num_areas=es.num_areas,
-                num_envs=es.num_envs, **env_args_of(options))
+                num_envs=es.num_envs, **env_args_of(options, env))
 
 
-def env_args_of(options: RunOptions) -> dict:
+def env_args_of(options: RunOptions, env=None) -> dict:
     """The env args ``envs.make`` gets: ``env_settings.env_args``, or for a Unity build or
     the Editor the player's settings (port, log folder, engine settings, its arguments)."""
     from tftrainers.envs.unity import is_unity_env_id
     es, cs = options.env_settings, options.checkpoint_settings
-    if not is_unity_env_id(es.env_path):
+    if env is not None or not is_unity_env_id(es.env_path):
         return dict(es.env_args or {})
     from tftrainers.envs.unity.options import unity_env_args
     return unity_env_args(options, os.path.join(cs.results_dir, cs.run_id, "run_logs"))
@@ -95,7 +95,7 @@ def make_env_instance(options: RunOptions, seed: int, env=None):
     from tftrainers.envs import make
     es = options.env_settings
     return make(env_target(options, env), seed=seed, num_areas=es.num_areas,
-                **(env_args_of(options) if env is None else dict(es.env_args or {})))
+                **env_args_of(options, env))
 
 
 def measure_step_ms(env, steps: int = 10, budget_s: float = 0.5) -> float:
@@ -644,7 +644,7 @@ def _start_workers(options: RunOptions, mode: str, seed: int, trainers, log, tar
     else:
         launcher = ProcessLauncher()
     pool = WorkerPool(launcher, env_target(options, target),
-                      env_args_of(options) if target is None else es.env_args, es.num_areas,
+                      env_args_of(options, target), es.num_areas,
                       es.num_envs, seed,
                       behaviors, timeout_wait=es.timeout_wait,
                       max_restarts=es.max_worker_restarts, log=log)

@@ -47,7 +47,7 @@ def test_bad_sources_and_batches_are_one_line(run, tmp_path):
     policy = tftrainers.load_policy(run.exports["Basic"]["onnx"])
     cases = [
         (lambda: tftrainers.load_policy(tmp_path / "nothing"),
-         f"{tmp_path / 'nothing'}: no such run folder, .onnx file or SavedModel folder"),
+         f"{tmp_path / 'nothing'}: no such run folder, .onnx, .keras or .tflite file or SavedModel folder"),
         (lambda: tftrainers.load_policy(tmp_path / "x.onnx"),
          f"{tmp_path / 'x.onnx'}: no such ONNX file"),
         (lambda: tftrainers.load_policy(str(tmp_path)),
