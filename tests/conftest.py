@@ -1,6 +1,14 @@
 import os
+import sys
 
 import pytest
+
+# Helper modules of the tests are imported as ``tests.<folder>.<module>`` (and named so in
+# configs, e.g. an encoder ``tests.networks.grid_encoders:CellConv``): the repository's root
+# on the path, whichever way pytest was started.
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
 
 # Keep TensorFlow's C++ start-up chatter out of test logs. The level alone does not hold
 # back the lines TensorFlow's libraries write while they load (before absl's logging is
