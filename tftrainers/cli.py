@@ -159,32 +159,59 @@ def _make_env(parser: argparse.ArgumentParser, args: argparse.Namespace):
         parser.error(str(error))
 
 
-def _make_policy(parser: argparse.ArgumentParser, args: argparse.Namespace, env):
-    """The policy of ``_add_policy_arguments``' flags; an unusable one is a usage error."""
+def _make_policy(parser: argparse.ArgumentParser, args: argparse.Namespace, env,
+                 what: str = "policy"):
+    """The policy of ``_add_policy_arguments``' flags (``what="opponent"``: of
+    ``--opponent``, seeded apart); an unusable one is a usage error."""
     from tftrainers.evaluate import make_policy
+    name, seed = getattr(args, what), args.seed + (what == "opponent")
     try:
         # Held: Ctrl-C while TensorFlow imports would leave its half-built objects behind.
         with held(), quiet_tensorflow_import():
-            return make_policy(args.policy, env, seed=args.seed,
-                               deterministic=args.deterministic)
+            return make_policy(name, env, seed=seed, deterministic=args.deterministic,
+                               what=what)
     except ValueError as error:  # includes ConfigError and CheckpointError
-        parser.error(str(error))
+        message = str(error)
+        parser.error(f"--opponent {message}" if what == "opponent" and not message.startswith(
+            "unknown opponent") else message)
 
 
 @_command("tftrainers-evaluate")
 def evaluate_main(argv: Optional[List[str]] = None) -> int:
-    """``tftrainers-evaluate ENV_ID --policy P``: prints one JSON line per behavior, last."""
-    from tftrainers.evaluate import evaluate
+    """``tftrainers-evaluate ENV_ID --policy P [--opponent O]``: prints one JSON line per
+    behavior (with ``--opponent``: one for the matches), last."""
+    from tftrainers.evaluate import evaluate, evaluate_matches, team_behaviors
 
     parser = _Parser(prog="tftrainers-evaluate",
                      description="Run whole episodes of a policy and report its return.")
     _add_env_arguments(parser)
     _add_policy_arguments(parser)
-    parser.add_argument("--episodes", type=int, default=10, help="episodes per behavior")
+    parser.add_argument("--opponent", default=None,
+                        help="in a game of two teams (builtin:Tennis, builtin:SoccerTwos), "
+                             "play matches against this policy and report wins, draws and "
+                             "losses: the policy plays team 0 in half the matches, team 1 in "
+                             "the other half; the same forms as --policy")
+    parser.add_argument("--episodes", type=int, default=10,
+                        help="episodes per behavior (with --opponent: matches)")
     args = parser.parse_args(argv)
     if args.episodes < 1:
         parser.error(f"--episodes must be >= 1, got {args.episodes}")
     with _make_env(parser, args) as env:
+        if args.opponent is not None:
+            try:
+                team_behaviors(env)
+            except ValueError as error:
+                parser.error(str(error))
+            policy = _make_policy(parser, args, env)
+            opponent = _make_policy(parser, args, env, what="opponent")
+            result = evaluate_matches(env, policy, opponent, matches=args.episodes)
+            print(f"{result['behavior']}: {result['matches']} matches of {args.policy} "
+                  f"against {args.opponent}: {result['wins']} won, {result['draws']} drawn, "
+                  f"{result['losses']} lost (win rate {result['win_rate']:.3f}), mean return "
+                  f"{result['mean_return']:.3f} +- {result['std_return']:.3f}",
+                  file=sys.stderr)
+            print(json.dumps(result))
+            return 0
         policy = _make_policy(parser, args, env)
         try:
             results = evaluate(env, policy, episodes=args.episodes)

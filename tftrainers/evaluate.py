@@ -51,7 +51,8 @@ class CheckpointPolicy:
         def warn(line):
             print(line, file=sys.stderr)
         # The newest complete checkpoint, also while the run trains (and prunes).
-        self.actors = {name: load_policy(run_dir, name, spec, deterministic, seed,
+        self.actors = {name: load_policy(run_dir, _run_behavior(run_dir, name), spec,
+                                         deterministic, seed,
                                          log=warn).make_actor("tensorflow", seed=seed)
                        for name, spec in env.behavior_specs.items()}
 
@@ -69,10 +70,11 @@ class ExportedPolicy:
     def __init__(self, path: str, env: BaseEnv, deterministic: bool = False):
         from tftrainers.console import stderr_without
         from tftrainers.export import exported_policy
-        if len(env.behavior_specs) != 1:
-            raise ValueError(f"{path}: an exported model acts for one behavior; the env has "
-                             f"{', '.join(env.behavior_specs)}")
-        (spec,) = env.behavior_specs.values()
+        specs = set(env.behavior_specs.values())
+        if len(specs) != 1:  # the teams of a game (NAME?team=N) share theirs
+            raise ValueError(f"{path}: an exported model acts for one behavior spec; the env "
+                             f"has {', '.join(env.behavior_specs)}, with different specs")
+        (spec,) = specs
         try:
             # LiteRT announces its CPU delegate on stderr at load, once per interpreter.
             with stderr_without(lambda line: line.startswith("INFO: Created TensorFlow Lite")):
@@ -87,8 +89,24 @@ class ExportedPolicy:
         self.model.episode_ended(behavior_name, agent_ids)
 
 
-def make_policy(name: str, env: BaseEnv, seed: int = 0, deterministic: bool = False) -> Policy:
-    """Resolves ``--policy``: heuristic, random, a run folder, or an exported model."""
+def _run_behavior(run_dir: str, name: str) -> str:
+    """The run's behavior that acts for the env's behavior ``name``: the same name, else
+    for a team's behavior (``NAME?team=N``) the run's ``NAME`` (a self-play run trains
+    one policy for every team) or its ``NAME?team=0``."""
+    from tftrainers.runs import run_behaviors
+    from tftrainers.envs.unity.convert import behavior_base_name
+    behaviors = run_behaviors(run_dir)
+    base = behavior_base_name(name)
+    for candidate in (name, base, f"{base}?team=0"):
+        if candidate in behaviors:
+            return candidate
+    return name  # load_policy names what the run has
+
+
+def make_policy(name: str, env: BaseEnv, seed: int = 0, deterministic: bool = False,
+                what: str = "policy") -> Policy:
+    """Resolves ``--policy`` (or ``--opponent``, named by ``what`` in errors): heuristic,
+    random, a run folder, or an exported model."""
     if name == "heuristic":
         return env.heuristic
     if name == "random":
@@ -107,7 +125,7 @@ def make_policy(name: str, env: BaseEnv, seed: int = 0, deterministic: bool = Fa
             raise ValueError(f"{name}: no model in this folder: neither a training run "
                              f"(configuration.yaml) nor a SavedModel (saved_model.pb in it or "
                              f"in a numbered version folder)") from None
-    raise ValueError(f"unknown policy '{name}'; use {POLICY_HELP}")
+    raise ValueError(f"unknown {what} '{name}'; use {POLICY_HELP}")
 
 
 class EpisodeTally:
@@ -257,3 +275,166 @@ def evaluate(env: BaseEnv, policy: Policy, episodes: int = 10,
                                  mean_group_reward=float(group_returns.mean()),
                                  std_group_reward=float(group_returns.std()))
     return results
+
+
+def team_behaviors(env: BaseEnv) -> List[str]:
+    """The behaviors ``NAME?team=0`` and ``NAME?team=1`` of a two-team game, in team order.
+
+    Raises:
+        ValueError: one line, when the env is not a game of two teams that pairs its
+            agents into matches (``match_of``, as the built-ins Tennis and SoccerTwos do).
+    """
+    from tftrainers.envs.unity.convert import behavior_base_name, behavior_team
+    names = list(env.behavior_specs)
+    teams = {behavior_team(n): n for n in names}
+    bases = {behavior_base_name(n) for n in names}
+    if len(names) != 2 or set(teams) != {0, 1} or len(bases) != 1:
+        raise ValueError(f"--opponent needs a game of two teams (behaviors NAME?team=0 and "
+                         f"NAME?team=1, e.g. builtin:Tennis, builtin:SoccerTwos); the env has "
+                         f"{', '.join(names)}")
+    if not hasattr(env, "match_of"):
+        raise ValueError(f"--opponent needs an env that pairs its teams' agents into matches "
+                         f"(match_of, as the built-ins Tennis and SoccerTwos); "
+                         f"{type(env).__name__} does not")
+    return [teams[0], teams[1]]
+
+
+class _MatchTally:
+    """Outcomes of the matches of one pass, each match's first ``quota`` ones (as
+    ``EpisodeTally``: counting whichever matches end first would favour short ones)."""
+
+    def __init__(self, matches: int, side: int):
+        self.matches, self.side = matches, side
+        self.rows = AgentRows()
+        self.quota = np.zeros(0, np.int64)
+        self.running = np.zeros((0, 2))  # the match's return so far, per team
+        self.final = np.zeros((0, 2))  # the last step's reward per team (when it ended)
+        self.ended = np.zeros((0, 2), bool)
+        self.interrupted = np.zeros(0, bool)
+        self.outcomes: List[int] = []  # +1 win, 0 draw, -1 loss, for team ``side``
+        self.returns: List[float] = []
+
+    def _rows(self, match_ids: np.ndarray) -> np.ndarray:
+        rows = self.rows.rows(match_ids)
+        extra = len(self.rows) - len(self.quota)
+        if extra > 0:
+            quota = np.zeros(extra, np.int64)
+            if not len(self.quota):  # spread the matches over those under way at the start
+                quota = self.matches // extra + (np.arange(extra) < self.matches % extra)
+            self.quota = np.concatenate([self.quota, quota])
+            self.running = np.concatenate([self.running, np.zeros((extra, 2))])
+            self.final = np.concatenate([self.final, np.zeros((extra, 2))])
+            self.ended = np.concatenate([self.ended, np.zeros((extra, 2), bool)])
+            self.interrupted = np.concatenate([self.interrupted, np.zeros(extra, bool)])
+        return rows
+
+    def _add(self, team: int, match_ids: np.ndarray, value: np.ndarray) -> np.ndarray:
+        """Adds the mean over each match's members of ``value``; returns the match rows
+        and that mean."""
+        rows = self._rows(match_ids)
+        unique, inverse, counts = np.unique(rows, return_inverse=True, return_counts=True)
+        mean = np.zeros(len(unique))
+        np.add.at(mean, inverse, value)
+        mean /= counts
+        self.running[unique, team] += mean
+        return unique, mean
+
+    def add(self, team: int, match_ids_decision, decision, match_ids_terminal, terminal):
+        if len(terminal):
+            rows, final = self._add(team, match_ids_terminal,
+                                    terminal.reward + terminal.group_reward)
+            self.final[rows, team] = final
+            self.ended[rows, team] = True
+            interrupted = np.zeros(len(rows), bool)
+            np.logical_or.at(interrupted, np.searchsorted(rows, self.rows.rows(
+                match_ids_terminal)), terminal.interrupted)
+            self.interrupted[rows] |= interrupted
+        if len(decision):
+            self._add(team, match_ids_decision, decision.reward + decision.group_reward)
+
+    def close_matches(self) -> None:
+        """Scores the matches whose two teams have ended their episodes."""
+        over = np.flatnonzero(self.ended.all(axis=1))
+        if not len(over):
+            return
+        me, other = self.final[over, self.side], self.final[over, 1 - self.side]
+        outcome = np.where(self.interrupted[over], 0, np.sign(me - other)).astype(np.int64)
+        counted = self.quota[over] > 0
+        self.outcomes.extend(outcome[counted].tolist())
+        self.returns.extend(self.running[over, self.side][counted].tolist())
+        self.quota[over] -= counted
+        self.running[over] = 0.0
+        self.ended[over] = False
+        self.interrupted[over] = False
+
+    @property
+    def done(self) -> bool:
+        return len(self.outcomes) >= self.matches
+
+
+def evaluate_matches(env: BaseEnv, policy: Policy, opponent: Policy, matches: int = 10,
+                     max_env_steps: int = 1_000_000) -> Dict[str, object]:
+    """Plays ``matches`` matches of ``policy`` against ``opponent`` in a two-team game.
+
+    ``policy`` plays team 0 and ``opponent`` team 1 in the first half of the matches (the
+    odd one included), then the sides swap (the env is reset between the halves). A match
+    is an episode of one area (``env.match_of``); its outcome compares the two teams'
+    final rewards (the last step's reward plus group reward, averaged over a team's
+    members): the higher wins, equal ones and a match cut by the step limit are a draw.
+    ML-Agents' self-play reads the sign of one team's final reward instead, which needs a
+    zero-sum game; comparing the teams also scores games whose loser alone is penalised
+    (Tennis: -0.01 for the rally's loser, 0 for its winner).
+
+    Returns:
+        ``behavior`` (the game's name), ``matches``, ``wins``, ``draws``, ``losses``, their
+        rates, ``mean_return`` and ``std_return`` (the policy's team's return per match,
+        the mean over its members of reward plus group reward) and ``sides``: the counts
+        per side (``team=0``, ``team=1``) as ``[wins, draws, losses]``.
+
+    Raises:
+        ValueError: the env is not a two-team game (``team_behaviors``).
+        RuntimeError: when ``max_env_steps`` pass before the matches end.
+    """
+    if matches < 1:
+        raise ValueError(f"matches must be >= 1, got {matches}")
+    names = team_behaviors(env)
+    specs = env.behavior_specs
+    tallies = []
+    for side, count in ((0, (matches + 1) // 2), (1, matches // 2)):
+        if not count:
+            continue
+        players = {names[side]: policy, names[1 - side]: opponent}
+        tally = _MatchTally(count, side)
+        env.reset()
+        for _ in range(max_env_steps):
+            for team, name in enumerate(names):
+                decision, terminal = env.get_steps(name)
+                check_steps(name, specs[name], decision, terminal)
+                tally.add(team, env.match_of(name, decision.agent_id), decision,
+                          env.match_of(name, terminal.agent_id), terminal)
+                player = players[name]
+                if len(terminal) and hasattr(player, "episode_ended"):
+                    player.episode_ended(name, terminal.agent_id)
+                if len(decision):
+                    env.set_actions(name, player(name, decision))
+            tally.close_matches()
+            if tally.done:
+                break
+            env.step()
+        else:
+            raise RuntimeError(f"evaluation stopped after {max_env_steps} env steps before "
+                               f"{count} matches ended")
+        tallies.append(tally)
+    outcomes = np.concatenate([np.asarray(t.outcomes[:t.matches], np.int64) for t in tallies])
+    returns = np.concatenate([np.asarray(t.returns[:t.matches]) for t in tallies])
+    counts = {key: int((outcomes == value).sum())
+              for key, value in (("wins", 1), ("draws", 0), ("losses", -1))}
+    from tftrainers.envs.unity.convert import behavior_base_name
+    result: Dict[str, object] = {"behavior": behavior_base_name(names[0]),
+                                 "matches": len(outcomes), **counts}
+    result.update({f"{key[:-1] if key != 'losses' else 'loss'}_rate": value / len(outcomes)
+                   for key, value in counts.items()})
+    result.update(mean_return=float(returns.mean()), std_return=float(returns.std()),
+                  sides={f"team={t.side}": [t.outcomes[:t.matches].count(v) for v in (1, 0, -1)]
+                         for t in tallies})
+    return result
