@@ -206,7 +206,7 @@ class SoccerTwosEnv(TeamEnvMixin, GroupAreaEnv):
         behind = ball - aim * (TOUCH + 0.35)
         along = ((me - ball) * aim).sum(1)  # < 0: on the right side of the ball
         across = np.abs((me - ball)[:, 0] * aim[:, 1] - (me - ball)[:, 1] * aim[:, 0])
-        lined_up = (along < 0) & (across < 0.3)
+        lined_up = (along < 0) & (across < 0.15)
         normal = np.stack([-aim[:, 1], aim[:, 0]], axis=1)
         which = np.sign(((me - ball) * normal).sum(1, keepdims=True) + 1e-9)
         around = ball - aim * 0.8 + normal * which * 1.2  # pass the ball on the side
@@ -218,13 +218,22 @@ class SoccerTwosEnv(TeamEnvMixin, GroupAreaEnv):
         guard = own_goal + to_ball / np.maximum(np.linalg.norm(to_ball, axis=1,
                                                                keepdims=True), 1e-6) * 2.5
         target = np.where(chaser[:, None], target, guard)
+        limit = np.array([LENGTH - AGENT_RADIUS, WIDTH - AGENT_RADIUS])
+        target = np.clip(target, -limit, limit)  # a ball along a wall: push it along
         way = target - me
         distance = np.linalg.norm(way, axis=1)
-        turn = (np.arctan2(way[:, 1], way[:, 0]) - heading + np.pi) % (2 * np.pi) - np.pi
+        # Far away: face the way and run. Near the ball: face the opponent's goal (through
+        # the ball) and step there sideways and forwards, so that a run-in is a kick.
+        near = chaser & (np.linalg.norm(ball - me, axis=1) < 1.6)
+        facing = np.where(near, np.arctan2(aim[:, 1], aim[:, 0]),
+                          np.arctan2(way[:, 1], way[:, 0]))
+        turn = (facing - heading + np.pi) % (2 * np.pi) - np.pi
         rotate = np.where(turn > TURN / 2, 1, np.where(turn < -TURN / 2, 2, 0))
-        move = np.where((np.abs(turn) < 0.7) & (distance > 0.15), 1, 0)
-        # Near a target it is not facing: step sideways rather than circle.
-        sideways = np.where((distance > 0.15) & (np.abs(turn) >= 0.7) & (distance < 1.0),
-                            np.where(np.sin(turn) > 0, 2, 1), 0)
+        ahead = np.stack([np.cos(heading), np.sin(heading)], axis=1)
+        f = (way * ahead).sum(1)
+        l = way[:, 1] * ahead[:, 0] - way[:, 0] * ahead[:, 1]
+        move = np.where(f > 0.12, 1, np.where(f < -0.12, 2, 0))
+        move = np.where(near | (np.abs(turn) < 1.2), move, 0)
+        sideways = np.where(l > 0.12, 2, np.where(l < -0.12, 1, 0))
         discrete = np.stack([move, sideways, rotate], axis=1).astype(np.int32)
         return ActionTuple(np.zeros((len(rows), 0), np.float32), discrete)
