@@ -19,17 +19,18 @@ from tftrainers.envs import make
 
 def ours(env_id: str, num_areas: int, seconds: float, **env_args) -> float:
     env = make(env_id, seed=0, num_areas=num_areas, **env_args)
-    (name, spec), = env.behavior_specs.items()  # every row here has one behavior
+    specs = env.behavior_specs  # the games have one behavior a team
     rng = np.random.default_rng(0)
     env.reset()
     agent_steps, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
         for _ in range(100):
-            decision, _ = env.get_steps(name)
-            env.set_actions(name, spec.action_spec.random_action(len(decision), rng,
-                                                                 decision.action_mask))
+            for name, spec in specs.items():
+                decision, _ = env.get_steps(name)
+                env.set_actions(name, spec.action_spec.random_action(len(decision), rng,
+                                                                     decision.action_mask))
+                agent_steps += len(decision)
             env.step()
-            agent_steps += len(decision)
     return agent_steps / (time.perf_counter() - start)
 
 
@@ -55,6 +56,7 @@ def main():
             ("builtin:GridWorld", 16, {"obs": "visual"}), ("builtin:Ball3D", 8, {}),
             ("builtin:Hallway", 16, {}), ("builtin:Pyramids", 16, {}),
             ("builtin:DungeonEscape", 16, {}), ("builtin:PushBlockCollab", 16, {}),
+            ("builtin:Tennis", 16, {}), ("builtin:SoccerTwos", 16, {}),
             ("gym:CartPole-v1", 8, {}), ("pettingzoo:mpe2.simple_spread_v3", 16, {})]
     print(f"{'env':34s} {'agents':>6s} {'agent-steps/s':>14s} {'vs gymnasium':>13s}")
     print(f"{'gymnasium SyncVectorEnv CartPole-v1':34s} {8:6d} {peer:14,.0f} {1.0:12.2f}x")

@@ -10,6 +10,13 @@ memory also get ``policy.episode_ended(behavior_name, agent_ids)``.
 Agents in groups (nonzero ``group_id``) are scored per group too: ``mean_group_reward``
 is the mean over group episodes of the group rewards the group received (counted once per
 step, whoever of its members was present), over ``episodes`` group episodes.
+
+In a game of two teams (behaviors ``NAME?team=0`` and ``NAME?team=1``), ``evaluate_matches``
+plays one policy against another and counts wins, draws and losses::
+
+    env = make("builtin:Tennis", seed=0)
+    result = evaluate_matches(env, make_policy("random", env), make_policy("heuristic", env),
+                              matches=100)   # {"wins": ..., "draws": ..., "losses": ...}
 """
 from __future__ import annotations
 
