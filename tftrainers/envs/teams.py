@@ -76,6 +76,8 @@ class TeamEnvMixin:
         self._split_steps()
 
     def step(self) -> None:
+        if self._steps is None:
+            raise RuntimeError(f"{self!r}: call reset() before step()")
         rows = self._decision_rows
         team = self.team_of_rows(rows)
         spec = self._spec.action_spec
