@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tftrainers.cli import evaluate_main, learn_main
-from tftrainers.envs import ActionTuple, check_env, make
+from tftrainers.envs import check_env, make
 
 T0, T1 = "Tennis?team=0", "Tennis?team=1"
 S0, S1 = "SoccerTwos?team=0", "SoccerTwos?team=1"

@@ -221,7 +221,6 @@ class SoccerTwosEnv(TeamEnvMixin, GroupAreaEnv):
         limit = np.array([LENGTH - AGENT_RADIUS, WIDTH - AGENT_RADIUS])
         target = np.clip(target, -limit, limit)  # a ball along a wall: push it along
         way = target - me
-        distance = np.linalg.norm(way, axis=1)
         # Far away: face the way and run. Near the ball: face the opponent's goal (through
         # the ball) and step there sideways and forwards, so that a run-in is a kick.
         near = chaser & (np.linalg.norm(ball - me, axis=1) < 1.6)
