@@ -32,11 +32,13 @@ def test_set_actions_wrong_dtype_and_out_of_range_index():
 def test_unknown_env_ids_list_the_builtins():
     with pytest.raises(ValueError, match=r"unknown env id 'Basic'; use builtin:NAME "
                                          r"\(Ball3D, Basic, BasicGoal, DungeonEscape, GridWorld, "
-                                         r"Hallway, PushBlockCollab, Pyramids, Sorter, WallJump\)"):
+                                         r"Hallway, PushBlockCollab, Pyramids, SoccerTwos, Sorter, "
+                                         r"Tennis, WallJump\)"):
         make("Basic")
     with pytest.raises(ValueError, match=r"unknown built-in env 'Bsic'; built-ins: "
                                          r"Ball3D, Basic, BasicGoal, DungeonEscape, GridWorld, "
-                                         r"Hallway, PushBlockCollab, Pyramids, Sorter, WallJump"):
+                                         r"Hallway, PushBlockCollab, Pyramids, SoccerTwos, Sorter, "
+                                         r"Tennis, WallJump"):
         make("builtin:Bsic")
 
 
