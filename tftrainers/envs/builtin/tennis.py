@@ -6,7 +6,8 @@ and `Tennis?team=1`, one agent each). As in volleyball the ball must be returned
 it touches the ground. A rally starts with the ball dropped above the middle of a random
 side. A racket hits the ball when they come within 0.8 of each other, unless it hit the
 ball last (no double hits): the ball leaves towards the net at 6 + half the racket's speed
-towards the net, and upwards at 6 + half the racket's upward speed, so a racket that
+towards the net (running away adds nothing), and upwards at 6 + half the racket's upward
+speed, so a racket that
 stands still under the ball returns it mid-court, one that runs in hits it long (or out),
 and a hit from the baseline needs a run-in to clear the net. Gravity 9.81; a decision
 every 0.1 s (4 physics substeps).
@@ -27,8 +28,9 @@ and velocity (4), ball position and velocity (4), the opponent's racket position
 positions / 8, velocities / 10. Actions, 2 continuous in [-1, 1]: run towards (+) or away
 from the net (at most 8 a second; a racket stays in its half, between 0.3 from the net
 and 2 behind its baseline), and jump (above 0.5, from the ground: up at 5 a second, about
-1.3 high). ML-Agents' racket also rotates (a third action); a point racket has no angle,
-its hit's direction comes from its motion instead.
+1.3 high), as the original Tennis (8 observations, without the opponent's racket). ML-Agents
+1.x's racket also rotates (a third action); a point racket has no angle, its hit's
+direction comes from its motion instead.
 
 The heuristic predicts where the falling ball passes racket height and runs there; at
 the hit it stands still for a mid-court return, or runs in from deep just enough to land
