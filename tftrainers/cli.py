@@ -191,11 +191,19 @@ def evaluate_main(argv: Optional[List[str]] = None) -> int:
                              "play matches against this policy and report wins, draws and "
                              "losses: the policy plays team 0 in half the matches, team 1 in "
                              "the other half; the same forms as --policy")
+    parser.add_argument("--first-to", type=int, default=1, metavar="N",
+                        help="with --opponent: a match is won by the first team to win N "
+                             "episodes (rallies, goals) of its area; 1: every episode is a "
+                             "match")
     parser.add_argument("--episodes", type=int, default=10,
                         help="episodes per behavior (with --opponent: matches)")
     args = parser.parse_args(argv)
     if args.episodes < 1:
         parser.error(f"--episodes must be >= 1, got {args.episodes}")
+    if args.first_to < 1:
+        parser.error(f"--first-to must be >= 1, got {args.first_to}")
+    if args.first_to > 1 and args.opponent is None:
+        parser.error("--first-to counts matches against an --opponent; give one")
     with _make_env(parser, args) as env:
         if args.opponent is not None:
             try:
@@ -204,8 +212,10 @@ def evaluate_main(argv: Optional[List[str]] = None) -> int:
                 parser.error(str(error))
             policy = _make_policy(parser, args, env)
             opponent = _make_policy(parser, args, env, what="opponent")
-            result = evaluate_matches(env, policy, opponent, matches=args.episodes)
-            print(f"{result['behavior']}: {result['matches']} matches of {args.policy} "
+            result = evaluate_matches(env, policy, opponent, matches=args.episodes,
+                                      first_to=args.first_to)
+            first_to = f" (first to {args.first_to})" if args.first_to > 1 else ""
+            print(f"{result['behavior']}: {result['matches']} matches{first_to} of {args.policy} "
                   f"against {args.opponent}: {result['wins']} won, {result['draws']} drawn, "
                   f"{result['losses']} lost (win rate {result['win_rate']:.3f}), mean return "
                   f"{result['mean_return']:.3f} +- {result['std_return']:.3f}",

@@ -307,11 +307,16 @@ def team_behaviors(env: BaseEnv) -> List[str]:
 
 
 class _MatchTally:
-    """Outcomes of the matches of one pass, each match's first ``quota`` ones (as
-    ``EpisodeTally``: counting whichever matches end first would favour short ones)."""
+    """Outcomes of the matches of one pass, each area's first ``quota`` ones (as
+    ``EpisodeTally``: counting whichever matches end first would favour short ones).
 
-    def __init__(self, matches: int, side: int):
-        self.matches, self.side = matches, side
+    A match is one episode of an area, or with ``first_to`` > 1 the episodes of an area
+    until a team has won ``first_to`` of them (an episode cut by the step limit scores for
+    neither)."""
+
+    def __init__(self, matches: int, side: int, first_to: int = 1):
+        self.matches, self.side, self.first_to = matches, side, first_to
+        self.points = np.zeros((0, 2), np.int64)  # episodes won in the match under way
         self.rows = AgentRows()
         self.quota = np.zeros(0, np.int64)
         self.running = np.zeros((0, 2))  # the match's return so far, per team
@@ -333,6 +338,7 @@ class _MatchTally:
             self.final = np.concatenate([self.final, np.zeros((extra, 2))])
             self.ended = np.concatenate([self.ended, np.zeros((extra, 2), bool)])
             self.interrupted = np.concatenate([self.interrupted, np.zeros(extra, bool)])
+            self.points = np.concatenate([self.points, np.zeros((extra, 2), np.int64)])
         return rows
 
     def _add(self, team: int, match_ids: np.ndarray, value: np.ndarray) -> np.ndarray:
@@ -365,14 +371,20 @@ class _MatchTally:
         if not len(over):
             return
         me, other = self.final[over, self.side], self.final[over, 1 - self.side]
-        outcome = np.where(self.interrupted[over], 0, np.sign(me - other)).astype(np.int64)
+        episode = np.where(self.interrupted[over], 0, np.sign(me - other)).astype(np.int64)
+        self.ended[over] = False
+        self.interrupted[over] = False
+        if self.first_to > 1:
+            self.points[over, self.side] += episode > 0
+            self.points[over, 1 - self.side] += episode < 0
+            over = over[self.points[over].max(axis=1) >= self.first_to]
+            episode = np.sign(self.points[over, self.side] - self.points[over, 1 - self.side])
+            self.points[over] = 0
         counted = self.quota[over] > 0
-        self.outcomes.extend(outcome[counted].tolist())
+        self.outcomes.extend(episode[counted].tolist())
         self.returns.extend(self.running[over, self.side][counted].tolist())
         self.quota[over] -= counted
         self.running[over] = 0.0
-        self.ended[over] = False
-        self.interrupted[over] = False
 
     @property
     def done(self) -> bool:
@@ -380,7 +392,7 @@ class _MatchTally:
 
 
 def evaluate_matches(env: BaseEnv, policy: Policy, opponent: Policy, matches: int = 10,
-                     max_env_steps: int = 1_000_000) -> Dict[str, object]:
+                     first_to: int = 1, max_env_steps: int = 1_000_000) -> Dict[str, object]:
     """Plays ``matches`` matches of ``policy`` against ``opponent`` in a two-team game.
 
     ``policy`` plays team 0 and ``opponent`` team 1 in the first half of the matches (the
@@ -390,13 +402,15 @@ def evaluate_matches(env: BaseEnv, policy: Policy, opponent: Policy, matches: in
     members): the higher wins, equal ones and a match cut by the step limit are a draw.
     ML-Agents' self-play reads the sign of one team's final reward instead, which needs a
     zero-sum game; comparing the teams also scores games whose loser alone is penalised
-    (Tennis: -0.01 for the rally's loser, 0 for its winner).
+    (Tennis: -0.01 for the rally's loser, 0 for its winner). With ``first_to`` N > 1 a
+    match is the episodes of an area until a team has won N of them (first to 5 rallies);
+    an episode cut by the step limit scores for neither.
 
     Returns:
-        ``behavior`` (the game's name), ``matches``, ``wins``, ``draws``, ``losses``, their
-        rates, ``mean_return`` and ``std_return`` (the policy's team's return per match,
-        the mean over its members of reward plus group reward) and ``sides``: the counts
-        per side (``team=0``, ``team=1``) as ``[wins, draws, losses]``.
+        ``behavior`` (the game's name), ``matches``, ``first_to``, ``wins``, ``draws``,
+        ``losses``, their rates, ``mean_return`` and ``std_return`` (the policy's team's
+        return per match, the mean over its members of reward plus group reward) and
+        ``sides``: the counts per side (``team=0``, ``team=1``) as ``[wins, draws, losses]``.
 
     Raises:
         ValueError: the env is not a two-team game (``team_behaviors``).
@@ -404,6 +418,8 @@ def evaluate_matches(env: BaseEnv, policy: Policy, opponent: Policy, matches: in
     """
     if matches < 1:
         raise ValueError(f"matches must be >= 1, got {matches}")
+    if first_to < 1:
+        raise ValueError(f"first_to must be >= 1, got {first_to}")
     names = team_behaviors(env)
     specs = env.behavior_specs
     tallies = []
@@ -411,7 +427,7 @@ def evaluate_matches(env: BaseEnv, policy: Policy, opponent: Policy, matches: in
         if not count:
             continue
         players = {names[side]: policy, names[1 - side]: opponent}
-        tally = _MatchTally(count, side)
+        tally = _MatchTally(count, side, first_to)
         env.reset()
         for _ in range(max_env_steps):
             for team, name in enumerate(names):
@@ -438,7 +454,7 @@ def evaluate_matches(env: BaseEnv, policy: Policy, opponent: Policy, matches: in
               for key, value in (("wins", 1), ("draws", 0), ("losses", -1))}
     from tftrainers.envs.unity.convert import behavior_base_name
     result: Dict[str, object] = {"behavior": behavior_base_name(names[0]),
-                                 "matches": len(outcomes), **counts}
+                                 "matches": len(outcomes), "first_to": first_to, **counts}
     result.update({f"{key[:-1] if key != 'losses' else 'loss'}_rate": value / len(outcomes)
                    for key, value in counts.items()})
     result.update(mean_return=float(returns.mean()), std_return=float(returns.std()),

@@ -236,3 +236,35 @@ def test_bad_opponents_are_one_line_with_exit_2(capsys, argv, message):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
+
+
+def test_first_to_counts_episodes_until_a_team_has_won_enough():
+    from tftrainers.envs import DecisionSteps, TerminalSteps
+    from tftrainers.evaluate import _MatchTally
+    tally = _MatchTally(matches=1, side=0, first_to=2)
+    nobody = DecisionSteps([], np.zeros(0, np.float32), np.zeros(0, np.int32), [])
+    none = np.zeros(0, np.int64)
+    # (team 0's final reward, team 1's, interrupted): lost, cut by the limit, won, won.
+    for r0, r1, cut in ((-0.01, 0.0, False), (0.1, 0.1, True), (0.0, -0.01, False),
+                        (0.0, -0.01, False)):
+        for team, reward in ((0, r0), (1, r1)):
+            end = TerminalSteps([], np.array([reward], np.float32), np.array([cut]),
+                                np.array([team], np.int32))
+            tally.add(team, none, nobody, np.array([7]), end)
+        tally.close_matches()
+        assert tally.done == (r1 == -0.01 and tally.points.sum() == 0)
+    assert tally.outcomes == [1]
+    assert tally.returns == pytest.approx([0.09])
+
+
+def test_first_to_from_the_command_line(capsys):
+    result = matches(capsys, "builtin:Tennis", "--policy", "heuristic", "--opponent", "random",
+                     "--first-to", "3", "--episodes", "8", "--num-areas", "4")
+    assert result["first_to"] == 3 and result["matches"] == 8 and result["wins"] >= 7
+    assert result["draws"] == 0  # a cut rally scores for neither: a match always ends
+    for argv, message in ((["--opponent", "random", "--first-to", "0"], "--first-to must be >= 1"),
+                          (["--first-to", "3"], "--first-to counts matches against an --opponent")):
+        with pytest.raises(SystemExit) as exit_info:
+            evaluate_main(["builtin:Tennis", "--policy", "heuristic", *argv])
+        err = capsys.readouterr().err.strip()
+        assert exit_info.value.code == 2 and message in err and len(err.splitlines()) == 1
