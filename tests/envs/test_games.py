@@ -173,7 +173,10 @@ def test_heuristics_beat_random_players():
                 env.set_actions(name, env.heuristic(name, decision) if name == team else
                                 spec.action_spec.random_action(len(decision), rng))
             env.step()
-        assert env.score[:, 1].sum() > 4 * max(env.score[:, 0].sum(), 1), env_id
+        # Tennis: 72 rallies to 16 (random wins when the heuristic misjudges a ball);
+        # SoccerTwos: 18 goals to 0.
+        won, lost = env.score[:, 1].sum(), env.score[:, 0].sum()
+        assert won >= 15 and won >= 3 * lost, env_id
 
 
 def matches(capsys, *argv):
