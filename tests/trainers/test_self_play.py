@@ -463,3 +463,23 @@ def test_the_league_is_restored_on_resume(tmp_path):
     assert np.array_equal(second.latest, first.wrapped.acting_weights())  # the policy's
     # the draws go on as the first league's would have
     assert second.league.draw(second.latest, 0.5)[0] == first.league.draw(first.latest, 0.5)[0]
+
+
+def test_opponents_act_inside_env_workers(tmp_path):
+    import tftrainers
+    from tests.trainers.race_env import CONFIG
+    config = copy.deepcopy(CONFIG)
+    config["behaviors"]["Race"].update(max_steps=1200, summary_freq=600)
+    config["behaviors"]["Race"]["self_play"].update(save_steps=300, swap_steps=200)
+    config["env_settings"] = {"env_path": "python:tests.trainers.race_env:Race",
+                              "num_envs": 2, "workers": "process"}
+    run = tftrainers.train(config, run_id="race_workers", results_dir=str(tmp_path),
+                           seed=4, verbose=0)
+    elo = np.asarray(run.stats("Race", as_frame=False)[SELF_PLAY_ELO])
+    assert len(elo) >= 1 and np.isfinite(elo).all()
+    import json
+    with open(os.path.join(run.checkpoints["Race"], "state.json")) as f:
+        league = json.load(f)["self_play"]
+    # the opponents' steps came from the workers (counted, not trained on), and the
+    # learner's steps past save_steps took a snapshot
+    assert league["count"] >= 2 and league["ghost_step"] > 0
