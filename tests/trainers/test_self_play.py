@@ -339,6 +339,16 @@ def test_mlagents_self_play_files_resolve_without_a_note(tmp_path, text, name, t
     assert self_play_teams(settings) == {name: {0: f"{name}?team=0", 1: f"{name}?team=1"}}
 
 
+@pytest.mark.parametrize("text", [TENNIS, SOCCER_TWOS])
+def test_mlagents_self_play_files_dry_run_without_a_note(tmp_path, capsys, text):
+    from tftrainers.cli import learn_main
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    assert learn_main([str(path), "--dry-run"]) == 0
+    out, err = capsys.readouterr()
+    assert "self_play:" in out and "[NOTE]" not in err and "self_play" not in err
+
+
 @pytest.mark.parametrize("line,expected", [
     ("play_against_latest_model_ratio: 1.5", "self_play.play_against_latest_model_ratio: "),
     ("play_against_latest_model_ratio: -0.1", "self_play.play_against_latest_model_ratio: "),
