@@ -434,10 +434,12 @@ def test_self_play_beats_a_random_opponent_and_swaps_only_between_episodes(tmp_p
     assert base_wins < 0.5 * 400  # random against random: no such margin
 
 
-def test_the_league_is_restored_on_resume(tmp_path):
+@pytest.mark.parametrize("trainer_type", ["ppo", "poca"])
+def test_the_league_is_restored_on_resume(tmp_path, trainer_type):
     from tftrainers.trainers.registry import create_trainer
     from tests.trainers.race_env import CONFIG, Race
     settings_dict = copy.deepcopy(CONFIG)["behaviors"]["Race"]
+    settings_dict["trainer_type"] = trainer_type
     path = tmp_path / "c.yaml"
     import yaml
     path.write_text(yaml.safe_dump({"behaviors": {"Race": settings_dict}}))
@@ -479,7 +481,7 @@ def test_opponents_act_inside_env_workers(tmp_path):
     import tftrainers
     from tests.trainers.race_env import CONFIG
     config = copy.deepcopy(CONFIG)
-    config["behaviors"]["Race"].update(max_steps=1200, summary_freq=600)
+    config["behaviors"]["Race"].update(max_steps=700, summary_freq=600)
     config["behaviors"]["Race"]["self_play"].update(save_steps=300, swap_steps=200)
     config["env_settings"] = {"env_path": "python:tests.trainers.race_env:Race",
                               "num_envs": 2, "workers": "process"}

@@ -209,10 +209,16 @@ class GhostTrainer:
                             self.wrapped.settings.time_horizon)
 
     def acting_setups(self) -> dict:
-        """What env workers need to act for every team (``Trainer.acting_setup`` per team)."""
+        """What env workers need to act for every team (``Trainer.acting_setup`` per team).
+
+        No steps-per-version budget: a worker that waited for the learner's next weights
+        could wait for ever after a team change, when the learning team's episodes then
+        running are not trained on (long episodes would use up the budget); trajectories of
+        weights two versions old are still dropped by the pool."""
         setup = self.wrapped.acting_setup()
         return {behavior: setup._replace(seed=self._team_seed(team),
-                                         update=self.team_updates[team], pin_episodes=True)
+                                         update=self.team_updates[team], pin_episodes=True,
+                                         steps_per_version=0)
                 for team, behavior in zip(self.teams, self.team_behaviors)}
 
     def _team_seed(self, team: int) -> int:
