@@ -355,6 +355,7 @@ def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed:
     if callbacks is not None:
         writers.append(callbacks.writer)  # last: the files have the summary when it runs
     trainers = {}
+    controller = None  # self-play: which behavior's team learns (trainers/ghost)
     creating = time.perf_counter()
     try:
         for index, (name, spec, teams) in enumerate(_learners(env.behavior_specs, settings)):
@@ -374,8 +375,9 @@ def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed:
                                             jit_compile=ts.jit_compile,
                                             act_runtime=ts.act_runtime, log=log)
             if teams:  # self-play: one learner for the teams of ``name``
-                from tftrainers.trainers.ghost.trainer import GhostTrainer
-                trainers[name] = GhostTrainer(trainers[name], teams)
+                from tftrainers.trainers.ghost.trainer import GhostController, GhostTrainer
+                controller = controller or GhostController()
+                trainers[name] = GhostTrainer(trainers[name], teams, controller)
             if cs.resume:
                 trainers[name].restore_latest()
             elif cs.initialize_from:
@@ -384,6 +386,8 @@ def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed:
                 trainers[name].initialize_from(settings[behavior].init_path)
             stop.check()
         TIMERS.add("create trainers", time.perf_counter() - creating)
+        if controller is not None and cs.resume:
+            controller.restored()  # one learning team, as the checkpoints say
         curriculum = _start_curriculum(parameters, options, trainers, log)
         if cs.resume:  # every check passed: from here the run trains with these settings
             _record_configuration(options, run_dir, log)

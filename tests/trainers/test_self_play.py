@@ -230,6 +230,42 @@ def test_elo_per_match_two_teams_and_a_group_of_two():
     assert wrapped.step == steps and trainer.ghost_step == 4
 
 
+def test_one_team_learns_at_a_time_across_behaviors():
+    """An asymmetric game: Striker?team=0 against Goalie?team=1, two trainers, one
+    controller; the first learns first, and hands over after its team_change steps."""
+    from tftrainers.trainers.ghost.trainer import GhostController
+    controller = GhostController()
+    sides = {}
+    for name, team in (("Striker", 0), ("Goalie", 1)):
+        wrapped = FakeTrainer(save_steps=100, swap_steps=100, team_change=10)
+        trainer = GhostTrainer(wrapped, {team: f"{name}?team={team}"}, controller)
+        manager = FakeManager(f"{name}?team={team}")
+        trainer.subscribe(manager)
+        sides[name] = (trainer, wrapped, manager)
+    striker, goalie = sides["Striker"][0], sides["Goalie"][0]
+    assert (striker.learning_team, goalie.learning_team) == (0, None)
+    learned = []
+    for k in range(8):
+        for trainer, wrapped, manager in sides.values():
+            manager.queue.put(trajectory(agent_id=0, length=4, done=True))
+            manager.queue.put(episode(0))
+        for trainer, _, _ in sides.values():
+            trainer.advance()
+        learned.append((sides["Striker"][1].step, sides["Goalie"][1].step))
+    # Striker learns until 12 > 10 steps, then Goalie (its episode then running began as
+    # an opponent: dropped), then Striker again (the same) after Goalie's 12 steps.
+    assert learned == [(4, 0), (8, 0), (12, 0), (12, 4), (12, 8), (12, 12), (12, 12),
+                       (16, 12)]
+    assert (striker.learning_team, goalie.learning_team) == (0, None)
+    # while one did not learn it was an opponent: its steps were ghost steps
+    assert striker.ghost_step == 3 * 4 and goalie.ghost_step == 4 * 4
+    # a match is rated against the other behavior's snapshot it played
+    sides["Striker"][2].queue.put(trajectory(agent_id=0, done=True, reward=1.0))
+    striker.advance()
+    slot = goalie._current_opponent()
+    assert striker.elo == 1200.5 and goalie.league.elos[slot] == 1199.5
+
+
 # --------------------------------------------------------------- the actor, two policies
 
 
@@ -457,7 +493,7 @@ def test_the_league_is_restored_on_resume(tmp_path, trainer_type):
         first._learner_weights(rng.normal(size=len(first.latest)).astype(np.float32))
         first.league.save(first.latest)
         first.league.record(float(k % 2), k % 5)
-    first._change_team()
+    first.controller.change()
     first._swap()
     first.ghost_step, first.last_swap = 1234, 1200
     first.wrapped.step = 1500

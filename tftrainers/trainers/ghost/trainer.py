@@ -39,7 +39,7 @@ import numpy as np
 from tftrainers.acting import AgentManager, WeightUpdate
 from tftrainers.processing import EpisodeStats, Trajectory
 from tftrainers.stats import SELF_PLAY_ELO
-from tftrainers.trainers.ghost.league import League, match_result
+from tftrainers.trainers.ghost.league import League, elo_change, match_result
 
 #: The name of the league in a checkpoint (its state.json key and variables).
 LEAGUE = "self_play"
@@ -113,7 +113,8 @@ class _LeagueCheckpoint:
         rows = np.asarray(self._module.weights)
         window = ghost.league.window
         ghost.league.restore(state, rows[:window])
-        ghost.learning_team = int(state["learning_team"])
+        learning = state["learning_team"]
+        ghost.learning_team = None if learning is None else int(learning)
         ghost.opponent_index = {int(t): int(i) for t, i in state["opponents"].items()}
         ghost.team_versions = {int(t): int(v) for t, v in state["team_versions"].items()}
         for k, team in enumerate(ghost.teams):
@@ -136,15 +137,19 @@ class GhostTrainer:
         wrapped: the trainer of the learning team (its ``settings.self_play`` is the
             schedule).
         team_behaviors: team id -> the env behavior of that team (``Name?team=N``).
+        controller: the run's ``GhostController`` when several behaviors play self-play
+            (an asymmetric game); None: this trainer's teams take turns on their own.
     """
 
     _OWN = frozenset(("wrapped", "sp", "teams", "team_behaviors", "managers", "league",
+                      "controller",
                       "latest", "learning_team", "opponent_index", "opponent_flat",
                       "team_versions", "team_updates", "ghost_step", "last_save",
                       "last_swap", "last_team_change", "_side", "_clean", "_opponent_of",
                       "_ended", "_acting_states", "_team_of"))
 
-    def __init__(self, wrapped, team_behaviors: Dict[int, str]):
+    def __init__(self, wrapped, team_behaviors: Dict[int, str],
+                 controller: Optional["GhostController"] = None):
         self.wrapped = wrapped
         self.sp = wrapped.settings.self_play
         self.teams: List[int] = sorted(team_behaviors)
@@ -153,7 +158,9 @@ class GhostTrainer:
         self.managers: List[Tuple[int, object]] = []  # (team, acting side)
         rng = np.random.default_rng(np.random.SeedSequence([int(wrapped.seed), 0x5e1f]))
         self.league = League(self.sp.window, self.sp.initial_elo, rng)
-        self.learning_team = self.teams[0]
+        self.controller = controller or GhostController()
+        # The team of this behavior that learns; None while another behavior's does.
+        self.learning_team: Optional[int] = self.controller.subscribe(self)
         self.team_versions = {t: 0 for t in self.teams}
         self.team_updates: Dict[int, WeightUpdate] = {}
         self.ghost_step = self.last_save = self.last_swap = self.last_team_change = 0
@@ -247,7 +254,8 @@ class GhostTrainer:
     def _learner_weights(self, flat: np.ndarray) -> None:
         """The wrapped trainer published: the learning team acts with them at once."""
         self.latest = np.asarray(flat, np.float32)
-        self._send(self.learning_team, self.latest, at_episode_start=False)
+        if self.learning_team is not None:
+            self._send(self.learning_team, self.latest, at_episode_start=False)
 
     # --- the loop -------------------------------------------------------------------------
     def advance(self) -> None:
@@ -260,14 +268,13 @@ class GhostTrainer:
         if wrapped.done:
             return
         sp = self.sp
-        changed = False
-        if len(self.teams) > 1 and wrapped.step - self.last_team_change > sp.team_change:
-            self._change_team()
-            changed = True
+        if (self.learning_team is not None and self.controller.teams > 1
+                and wrapped.step - self.last_team_change > sp.team_change):
+            self.controller.change()  # every behavior's opponents are drawn again
         if wrapped.step - self.last_save > sp.save_steps:
             self.league.save(self.latest)
             self.last_save = wrapped.step
-        if changed or self.ghost_step - self.last_swap > sp.swap_steps:
+        if self.ghost_step - self.last_swap > sp.swap_steps:
             self._swap()
         for key in self._ended:  # their next episode plays the opponent drawn by now
             self._opponent_of[key] = self._current_opponent()
@@ -313,23 +320,39 @@ class GhostTrainer:
                 side.items.append(item)
 
     def _rate(self, key: tuple, final_reward: float) -> None:
-        opponent = self._opponent_of.get(key, self._current_opponent())
-        self.league.record(match_result(final_reward), opponent)
+        result = match_result(final_reward)
+        opposing = self._opposing()
+        if opposing is None:
+            self.league.record(result, self._opponent_of.get(key, self._current_opponent()))
+        else:  # an asymmetric game: the opponent is a snapshot of the other behavior
+            slot = opposing._current_opponent()
+            change = elo_change(self.league.elo, opposing.league.elos[slot], result)
+            self.league.elos[-1] += change
+            opposing.league.elos[slot] -= change
         self.wrapped.stats.add_stat(SELF_PLAY_ELO, self.league.elo)
 
-    def _change_team(self) -> None:
-        """Round robin; the new learning team acts with the learner's weights at once, and
-        its running episodes (begun by an opponent's weights) are neither trained on nor
-        counted. The former learning team is an opponent from now (swapped next)."""
-        at = self.teams.index(self.learning_team)
+    def _opposing(self) -> Optional["GhostTrainer"]:
+        """The other behavior's trainer when this one has no opponent team of its own."""
+        if any(team != self.learning_team for team in self.teams):
+            return None
+        return next((g for g, _ in self.controller.order if g is not self), None)
+
+    def set_learning_team(self, team: Optional[int]) -> None:
+        """The controller's choice (None: another behavior learns). The new learning team
+        acts with the learner's weights at once, and its running episodes (begun by an
+        opponent's weights) are neither trained on nor counted; the former one becomes an
+        opponent. Every opponent team draws new weights (ML-Agents swaps on a change)."""
         old = self.learning_team
-        self.learning_team = self.teams[(at + 1) % len(self.teams)]
+        if old is not None and old != team:
+            self.opponent_index[old] = -1
+            self.opponent_flat[old] = self.latest
+        self.learning_team = team
         self.last_team_change = self.wrapped.step
-        self.opponent_index.pop(self.learning_team, None)
-        self.opponent_index[old] = -1
-        self.opponent_flat[old] = self.latest
-        self._clean, self._opponent_of, self._ended = set(), {}, []
-        self._send(self.learning_team, self.latest, at_episode_start=False)
+        if team is not None and team != old:
+            self.opponent_index.pop(team, None)
+            self._clean, self._opponent_of, self._ended = set(), {}, []
+            self._send(team, self.latest, at_episode_start=False)
+        self._swap()
 
     def _swap(self) -> None:
         for team in self.teams:
@@ -342,4 +365,46 @@ class GhostTrainer:
         self.last_swap = self.ghost_step
 
 
-__all__ = ["GhostTrainer", "LEAGUE"]
+class GhostController:
+    """Which behavior's team learns, across a run's GhostTrainers (ML-Agents'
+    GhostController): the teams in the order they subscribed (each trainer's in team
+    order), the first learning first, then round robin, one at a time; the learning
+    trainer asks for the change when its ``team_change`` steps are up."""
+
+    def __init__(self):
+        self.order: List[Tuple["GhostTrainer", int]] = []
+        self.at = 0
+
+    @property
+    def teams(self) -> int:
+        return len(self.order)
+
+    def subscribe(self, ghost: "GhostTrainer") -> Optional[int]:
+        """Adds ``ghost``'s teams; returns its learning team (None: another's learns)."""
+        first = not self.order
+        self.order += [(ghost, team) for team in ghost.teams]
+        return ghost.teams[0] if first else None
+
+    def change(self) -> None:
+        self.at = (self.at + 1) % len(self.order)
+        self._tell()
+
+    def _tell(self) -> None:
+        learner, team = self.order[self.at]
+        for ghost in dict.fromkeys(g for g, _ in self.order):
+            ghost.set_learning_team(team if ghost is learner else None)
+
+    def restored(self) -> None:
+        """After ``--resume``: the first team a restored checkpoint says learns goes on
+        learning (the others are told they do not)."""
+        for k, (ghost, team) in enumerate(self.order):
+            if ghost.learning_team == team:
+                self.at = k
+                break
+        learner, team = self.order[self.at]
+        for ghost in dict.fromkeys(g for g, _ in self.order):
+            if ghost.learning_team != (team if ghost is learner else None):
+                ghost.set_learning_team(team if ghost is learner else None)
+
+
+__all__ = ["GhostController", "GhostTrainer", "LEAGUE"]
