@@ -98,8 +98,8 @@ class FakeStats:
 class FakeTrainer:
     """What a GhostTrainer uses of the trainer it wraps: counts the steps it drains."""
 
-    def __init__(self, **self_play):
-        self.settings = TrainerSettings(max_steps=10**6,
+    def __init__(self, max_steps=10**6, **self_play):
+        self.settings = TrainerSettings(max_steps=max_steps,
                                         self_play=SelfPlaySettings(**self_play))
         self.seed, self.step, self.version = 0, 0, 0
         self.managers, self.checkpoint_parts, self.received = [], {}, []
@@ -264,6 +264,23 @@ def test_one_team_learns_at_a_time_across_behaviors():
     striker.advance()
     slot = goalie._current_opponent()
     assert striker.elo == 1200.5 and goalie.league.elos[slot] == 1199.5
+
+
+def test_a_behavior_that_is_done_hands_the_turn_over():
+    from tftrainers.trainers.ghost.trainer import GhostController
+    controller = GhostController()
+    sides = []
+    for name, team, max_steps in (("Striker", 0, 8), ("Goalie", 1, 10**6)):
+        wrapped = FakeTrainer(max_steps=max_steps, save_steps=100, swap_steps=100,
+                              team_change=100)
+        trainer = GhostTrainer(wrapped, {team: f"{name}?team={team}"}, controller)
+        trainer.subscribe(FakeManager(f"{name}?team={team}"))
+        sides.append(trainer)
+    striker, goalie = sides
+    for _ in range(2):
+        striker.managers[0][1].queue.put(trajectory(agent_id=0))
+        striker.advance()
+    assert striker.done and (striker.learning_team, goalie.learning_team) == (None, 1)
 
 
 # --------------------------------------------------------------- the actor, two policies

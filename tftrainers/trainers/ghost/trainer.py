@@ -15,8 +15,9 @@ and curriculum measures are the learning team's), relayed through one acting sid
 (``_LearningSide``); the frozen teams' trajectories are counted (ghost steps) and dropped.
 The schedule (DESIGN §12; comparisons strict as ML-Agents'): a snapshot of the learner every
 ``save_steps`` trainer steps into a ring of ``window``; the learning team changes every
-``team_change`` trainer steps (round robin); opponents are drawn every ``swap_steps`` ghost
-steps and at each team change: the latest weights with probability
+``team_change`` trainer steps (round robin over every self-play behavior's teams, one
+learning in the whole run: ``GhostController``); opponents are drawn every ``swap_steps``
+ghost steps and at each team change: the latest weights with probability
 ``play_against_latest_model_ratio``, else a snapshot.
 
 Beyond ML-Agents:
@@ -266,6 +267,8 @@ class GhostTrainer:
             self._collect()
         wrapped.advance()
         if wrapped.done:
+            if self.learning_team is not None:
+                self.controller.change()  # another behavior's turn, if one goes on
             return
         sp = self.sp
         if (self.learning_team is not None and self.controller.teams > 1
@@ -386,8 +389,14 @@ class GhostController:
         return ghost.teams[0] if first else None
 
     def change(self) -> None:
-        self.at = (self.at + 1) % len(self.order)
-        self._tell()
+        """The next team (round robin) of a trainer not yet done learns."""
+        for step in range(1, len(self.order) + 1):
+            at = (self.at + step) % len(self.order)
+            if not self.order[at][0].done:
+                if at != self.at:
+                    self.at = at
+                    self._tell()
+                return
 
     def _tell(self) -> None:
         learner, team = self.order[self.at]
