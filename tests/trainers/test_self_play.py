@@ -3,7 +3,6 @@ episode-boundary swaps in the actor, bad settings, ML-Agents' files, the league 
 checkpoints, and a two-team game learned against snapshots (tests/trainers/race_env.py)."""
 import copy
 import os
-import textwrap
 
 import numpy as np
 import pytest

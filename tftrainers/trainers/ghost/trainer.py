@@ -143,8 +143,7 @@ class GhostTrainer:
     """
 
     _OWN = frozenset(("wrapped", "sp", "teams", "team_behaviors", "managers", "league",
-                      "controller",
-                      "latest", "learning_team", "opponent_index", "opponent_flat",
+                      "controller", "latest", "learning_team", "opponent_index", "opponent_flat",
                       "team_versions", "team_updates", "ghost_step", "last_save",
                       "last_swap", "last_team_change", "_side", "_clean", "_opponent_of",
                       "_ended", "_acting_states", "_team_of"))
