@@ -106,7 +106,9 @@ SECTIONS: List[Tuple[str, str, str, type, str]] = [
      "An auxiliary cloning loss on demonstrations, after each PPO or POCA update; see "
      "[Imitation](../trainers/imitation.md). Typical `strength` 0.1-0.5."),
     ("Self-play", "self-play", "self_play.", S.SelfPlaySettings,
-     "Checked as ML-Agents checks it, then noted: this version has no self-play trainer."),
+     "The teams of a behavior (`Name?team=N`) take turns learning against snapshots of "
+     "the policy (ppo and poca); see [Self-play](../trainers/self-play.md). Typical "
+     "`save_steps` 10000-100000, `team_change` 4-10 × `save_steps`, `window` 5-30."),
     ("Environment settings", "environment-settings", "env_settings.", S.EnvironmentSettings,
      "Top level. Which environment, how many instances and where they step."),
     ("Engine settings", "engine-settings", "engine_settings.", S.EngineSettings,
@@ -377,8 +379,9 @@ def configuration_page() -> str:
             "`configuration.yaml`.",
             "- `network_settings.deterministic` has no effect while training (noted); it "
             "applies with `--inference` and `tftrainers-evaluate --deterministic`.",
-            "- `self_play` is checked as ML-Agents checks it, then noted: self-play is planned, "
-            "not in this version.", ""]
+            "- `self_play`: a ratio outside 0-1, `window: 0` and steps below 1 are errors "
+            "(ML-Agents warns or crashes later); opponents swap at episode boundaries only "
+            "([Self-play](../trainers/self-play.md)).", ""]
     return "\n".join(out)
 
 

@@ -305,8 +305,6 @@ def test_keys_without_effect_get_one_note_line_per_reason(tmp_path):
         f"here: the extrinsic reward has no network (ML-Agents ignores it too)",
         path + f"{b}reward_signals.curiosity.encoding_size is deprecated; read as "
         f"{b}reward_signals.curiosity.network_settings.hidden_units",
-        path + f"{b}self_play is accepted but has no effect here: tftrainers has no self-play "
-        f"(adversarial) trainer yet",
         path + "env_settings.base_port is accepted but has no effect here: the port of a Unity "
         "player (a build or the Editor); built-in, gym and pettingzoo environments have none",
         path + "engine_settings is accepted but has no effect here: Unity player settings "

@@ -227,6 +227,8 @@ def run_training(options: RunOptions, log=print, env=None, stop=None,
             stop.check()
             settings = {name: options.settings_for(name)
                         for name in sorted(env_object.behavior_specs)}
+            from tftrainers.trainers.ghost.teams import check_self_play
+            check_self_play(settings, env_object.behavior_specs, options.tf_settings.act_runtime)
             parameters = _environment_parameters(options, seed, env_object)
         except BaseException:
             if folder is not None:
@@ -353,39 +355,50 @@ def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed:
     if callbacks is not None:
         writers.append(callbacks.writer)  # last: the files have the summary when it runs
     trainers = {}
+    controller = None  # self-play: which behavior's team learns (trainers/ghost)
     creating = time.perf_counter()
     try:
-        for index, (name, spec) in enumerate(sorted(env.behavior_specs.items())):
+        for index, (name, spec, teams) in enumerate(_learners(env.behavior_specs, settings)):
+            behavior = teams[min(teams)] if teams else name  # whose settings
             # Before any checkpoint is read: a changed setting is named, not a tensor.
             if cs.resume:
-                check_compatible(run_dir, name, spec, settings[name], "resume")
+                check_compatible(run_dir, name, spec, settings[behavior], "resume")
             elif cs.initialize_from:
                 check_compatible(os.path.join(cs.results_dir, cs.initialize_from), name, spec,
-                                 settings[name], "initialize")
-            elif settings[name].init_path:
-                check_compatible(settings[name].init_path, name, spec, settings[name],
+                                 settings[behavior], "initialize")
+            elif settings[behavior].init_path:
+                check_compatible(settings[behavior].init_path, name, spec, settings[behavior],
                                  "initialize")
-            trainers[name] = create_trainer(name, spec, settings[name], run_dir,
+            trainers[name] = create_trainer(name, spec, settings[behavior], run_dir,
                                             seed=seed + index, writers=writers,
                                             progress=progress, inference=cs.inference,
                                             jit_compile=ts.jit_compile,
                                             act_runtime=ts.act_runtime, log=log)
+            if teams:  # self-play: one learner for the teams of ``name``
+                from tftrainers.trainers.ghost.trainer import GhostController, GhostTrainer
+                controller = controller or GhostController()
+                trainers[name] = GhostTrainer(trainers[name], teams, controller)
             if cs.resume:
                 trainers[name].restore_latest()
             elif cs.initialize_from:
                 trainers[name].initialize_from(os.path.join(cs.results_dir, cs.initialize_from))
-            elif settings[name].init_path:
-                trainers[name].initialize_from(settings[name].init_path)
+            elif settings[behavior].init_path:
+                trainers[name].initialize_from(settings[behavior].init_path)
             stop.check()
         TIMERS.add("create trainers", time.perf_counter() - creating)
+        if controller is not None and cs.resume:
+            controller.restored()  # one learning team, as the checkpoints say
         curriculum = _start_curriculum(parameters, options, trainers, log)
         if cs.resume:  # every check passed: from here the run trains with these settings
             _record_configuration(options, run_dir, log)
         managers, pool = {}, None
         if mode == "inline":
             for name, trainer in trainers.items():
-                managers[name] = trainer.create_agent_manager(env)
-                trainer.subscribe(managers[name])
+                for behavior in _acting_behaviors(name, trainer):
+                    managers[behavior] = (trainer.create_agent_manager(env, behavior)
+                                          if behavior != name else
+                                          trainer.create_agent_manager(env))
+                    trainer.subscribe(managers[behavior])
             _connect_imitation(env, trainers, managers)
         else:
             imitating = [n for n, t in settings.items() if t.trainer_type == "bc"]
@@ -440,6 +453,29 @@ def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed:
     finally:
         for writer in writers:
             writer.close()
+
+
+def _learners(specs, settings):
+    """``(name, spec, teams)`` per trainer, in the order of the env's behaviors: one per
+    behavior, except that the teams of a self-play behavior (``Name?team=N``) share one
+    trainer named ``Name`` (``teams``: team id -> behavior; None without self-play)."""
+    from tftrainers.trainers.ghost.teams import self_play_teams
+    teams = self_play_teams(settings)
+    base_of = {behavior: base for base, group in teams.items() for behavior in group.values()}
+    learners, seen = [], set()
+    for name, spec in sorted(specs.items()):
+        base = base_of.get(name)
+        if base is None:
+            learners.append((name, spec, None))
+        elif base not in seen:
+            seen.add(base)
+            learners.append((base, spec, teams[base]))
+    return learners
+
+
+def _acting_behaviors(name: str, trainer):
+    """The env behaviors ``trainer`` acts for: its own, or its teams' (self-play)."""
+    return getattr(trainer, "team_behaviors", None) or [name]
 
 
 def _unwritable(error: OSError, run_dir: str) -> RunError:
@@ -631,7 +667,10 @@ def _start_workers(options: RunOptions, mode: str, seed: int, trainers, log, tar
     behaviors = {}
     for name, trainer in trainers.items():
         try:
-            behaviors[name] = trainer.acting_setup()
+            if name in _acting_behaviors(name, trainer):
+                behaviors[name] = trainer.acting_setup()
+            else:  # self-play: a setup per team
+                behaviors.update(trainer.acting_setups())
         except OnnxExportError as error:
             raise RunError(f"{name}: env workers act with the ONNX act graph, which did not "
                            f"convert ({str(error).splitlines()[0]}); use env_settings.workers: "
@@ -650,8 +689,9 @@ def _start_workers(options: RunOptions, mode: str, seed: int, trainers, log, tar
                       max_restarts=es.max_worker_restarts, log=log)
     try:
         for name, trainer in trainers.items():
-            for manager in pool.managers[name]:
-                trainer.subscribe(manager)
+            for behavior in _acting_behaviors(name, trainer):
+                for manager in pool.managers[behavior]:
+                    trainer.subscribe(manager)
         if curriculum is not None:
             pool.send_environment_parameters(curriculum.manager.samplers())
         pool.start()

@@ -380,7 +380,8 @@ class BehavioralCloningSettings(_Settings):
 
 @dataclass(kw_only=True)
 class SelfPlaySettings(_Settings):
-    """Self-play (ML-Agents' adversarial training): accepted, not trained by this version."""
+    """Self-play (ML-Agents' adversarial training): the teams of a behavior (``Name?team=N``)
+    take turns learning against snapshots of the policy (docs/trainers/self-play.md)."""
 
     save_steps: int = _opt("Trainer steps between snapshots of the policy.", 20000, ge=1)
     team_change: Optional[int] = _opt("Trainer steps between changes of the learning team "
@@ -424,8 +425,7 @@ class TrainerSettings(_Settings):
     summary_freq: int = _opt("Steps between stats summaries.", 50000, ge=1)
     threaded: bool = _opt("Update the policy while the environment steps.", False)
     self_play: Optional[SelfPlaySettings] = _opt(
-        "Self-play settings; null for none.", None,
-        inert="tftrainers has no self-play (adversarial) trainer yet")
+        "Self-play against snapshots of the policy (ppo, poca); null for none.", None)
     behavioral_cloning: Optional[BehavioralCloningSettings] = _opt(
         "Behavioral cloning from demonstrations; null for none.", None)
 

@@ -24,6 +24,7 @@ import numpy as np
 CUMULATIVE_REWARD = "Environment/Cumulative Reward"
 GROUP_CUMULATIVE_REWARD = "Environment/Group Cumulative Reward"
 EPISODE_LENGTH = "Environment/Episode Length"
+SELF_PLAY_ELO = "Self-play/ELO"  # the learner's rating after each match (trainers/ghost)
 
 
 class StatSummary:
@@ -148,7 +149,7 @@ class CSVWriter(StatsWriter):
 
 class ConsoleWriter(StatsWriter):
     """ML-Agents' console line: behavior, step, time elapsed, mean and std reward (and the
-    mean group reward when groups report one), steps/s."""
+    mean group reward when groups report one, the ELO under self-play), steps/s."""
 
     def __init__(self, stream: Optional[TextIO] = None, progress: "Optional[ProgressDisplay]" = None,
                  log: Optional[Callable[[str], None]] = None):
@@ -167,6 +168,9 @@ class ConsoleWriter(StatsWriter):
         group = summaries.get(GROUP_CUMULATIVE_REWARD)
         if group is not None and group.count:  # as ML-Agents, for groups (MA-POCA)
             rewards += f" Mean Group Reward: {group.mean:.3f}."
+        elo = summaries.get(SELF_PLAY_ELO)
+        if elo is not None and elo.count:  # as ML-Agents, under self-play
+            rewards += f" ELO: {elo.mean:.3f}."
         if self.progress is not None:
             self.progress.clear()
         line = (f"[INFO] {category}. Step: {step}. Time Elapsed: {elapsed:.3f} s. {rewards} "

@@ -19,7 +19,7 @@ from typing import Callable, Dict, NamedTuple, Tuple
 
 import numpy as np
 
-from tftrainers.envs.agent_rows import AgentMemories
+from tftrainers.envs.agent_rows import AgentMemories, AgentRows
 from tftrainers.envs.base import ActionTuple, BehaviorSpec, DecisionSteps
 from tftrainers.processing import ActionInfo, LogProbs
 
@@ -39,10 +39,17 @@ def pad_rows(array: np.ndarray, rows: int, value: float = 0.0) -> np.ndarray:
 
 class WeightUpdate(NamedTuple):
     """The learner's weights for the acting side: one flat vector (the variables in their
-    fixed order, flattened) and a version that grows with every publication."""
+    fixed order, flattened) and a version that grows with every publication.
+
+    ``at_episode_start``: the weights act only for episodes that begin after they arrive;
+    an agent in the middle of an episode goes on with the weights it began with (a
+    self-play opponent swapped at episode boundaries, ``trainers/ghost``). Only an actor
+    made with ``pin_episodes`` keeps several weights; others take every update at once.
+    """
 
     version: int
     flat: np.ndarray
+    at_episode_start: bool = False
 
 
 class ActLayout:
@@ -95,11 +102,15 @@ class Actor:
         pad_to_bucket: pad batches to a power of two that never shrinks (an XLA-compiled
             TensorFlow call compiles once per shape; onnxruntime takes any batch).
         version: the version of the weights ``run`` starts with.
+        pin_episodes: each agent acts with the weights its episode began with, for
+            updates sent ``at_episode_start`` (a self-play team): the act call then runs
+            once per set of weights in use, each batched over its agents. Such an actor
+            starts at ``version`` 0 and gets its first weights with ``set_weights``.
     """
 
     def __init__(self, spec: BehaviorSpec, memory_size: int,
                  run: Callable[[np.ndarray], np.ndarray], seed: int = 0,
-                 pad_to_bucket: bool = False, version: int = 0):
+                 pad_to_bucket: bool = False, version: int = 0, pin_episodes: bool = False):
         self.spec = spec
         self.layout = ActLayout(spec, memory_size)
         self.memory_size = int(memory_size)
@@ -110,16 +121,34 @@ class Actor:
         self._rows = 1  # with padding: batches grow to the largest bucket seen
         self._memories = AgentMemories(self.memory_size)
         self.last_entropy = np.zeros(0, np.float32)
+        self.pin_episodes = bool(pin_episodes)
+        # With pin_episodes: the weights each agent's episode acts with, by dense agent row
+        # (-1: no episode running, it takes the newest weights at its next act), and every
+        # weight vector some agent still acts with, by version.
+        self._pin_rows = AgentRows()
+        self._pins = np.zeros(0, np.int64)
+        self._flats: Dict[int, np.ndarray] = {}
+        self._run_version = self.version  # the weights ``run`` holds now
+        #: [n] the weight version each agent of the last act call acted with (pin_episodes).
+        self.last_versions = np.zeros(0, np.int64)
 
     # --- weights and state ---------------------------------------------------------------
     def set_weights(self, update: WeightUpdate) -> None:
         """Takes published weights newer than the ones in use (older ones are ignored)."""
         if update.version <= self.version:
             return
+        if self.pin_episodes:
+            if update.at_episode_start:  # running episodes go on with theirs
+                live = set(self._pins[self._pins >= 0].tolist())
+                self._flats = {v: f for v, f in self._flats.items() if v in live}
+            else:  # every agent takes them now
+                self._pins[self._pins >= 0] = update.version
+                self._flats = {}
+            self._flats[int(update.version)] = update.flat
         setter = getattr(self.run, "set_weights", None)
         if setter is not None:
             setter(update.flat)
-        self.version = int(update.version)
+        self.version = self._run_version = int(update.version)
 
     def state(self) -> dict:
         """What a checkpoint keeps of the acting side (the noise generator)."""
@@ -163,7 +192,10 @@ class Actor:
             if size > n:  # padding rows: every action allowed, any u
                 packed[n:, at[k]:at[k + 1]] = 1.0
                 packed[n:, at[k + 3]:at[k + 4]] = 0.5
-        out = self.run(packed)
+        if self.pin_episodes:
+            out = self._run_pinned(decision_steps.agent_id, packed[:n])
+        else:
+            out = self.run(packed)
         if size > n:
             out = out[:n]
         get = {name: out[:, cut] for name, cut in layout.out_slices.items()}
@@ -179,8 +211,44 @@ class Actor:
         self.last_entropy = get["entropy"][:, 0]
         return info, ActionTuple(get["env_continuous_action"], discrete)
 
+    def _run_pinned(self, agent_id: np.ndarray, packed: np.ndarray) -> np.ndarray:
+        """``run`` once per weight version in use, each over the rows of its agents."""
+        rows = self._pin_rows.rows(agent_id)
+        if len(self._pin_rows) > len(self._pins):
+            grown = np.full(2 * len(self._pin_rows), -1, np.int64)
+            grown[:len(self._pins)] = self._pins
+            self._pins = grown
+        pins = self._pins[rows]
+        starting = pins < 0
+        if starting.any():  # an episode begins: the newest weights, until it ends
+            pins[starting] = self.version
+            self._pins[rows[starting]] = self.version
+        self.last_versions = pins
+        versions = np.unique(pins)
+        if len(versions) == 1 and versions[0] == self._run_version:
+            return self.run(packed)
+        out = None
+        for version in versions:
+            self._use(int(version))
+            at = np.flatnonzero(pins == version)
+            result = self.run(packed[at])
+            if out is None:
+                out = np.zeros((len(packed), result.shape[1]), result.dtype)
+            out[at] = result
+        return out
+
+    def _use(self, version: int) -> None:
+        if version != self._run_version:
+            self.run.set_weights(self._flats[version])
+            self._run_version = version
+
     def episode_ended(self, agent_ids: np.ndarray) -> None:
-        """Forgets the recurrent memory of agents whose episode ended."""
+        """Forgets the recurrent memory of agents whose episode ended (and, with
+        ``pin_episodes``, the weights their episode acted with)."""
         if self.memory_size and len(agent_ids):
             self._memories.forget(agent_ids)
+        if self.pin_episodes and len(agent_ids) and len(self._pins):
+            rows = self._pin_rows.rows(agent_ids)
+            known = rows < len(self._pins)
+            self._pins[rows[known]] = -1
 

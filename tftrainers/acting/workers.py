@@ -58,6 +58,9 @@ class BehaviorSetup(NamedTuple):
     # Trajectory steps the worker sends per weight version before it waits for newer
     # weights (0: no limit, e.g. --inference): keeps workers from running ahead of updates.
     steps_per_version: int = 0
+    # Each agent acts with the weights its episode began with (a self-play team:
+    # ``Actor(pin_episodes=True)``); the first weights are ``update``.
+    pin_episodes: bool = False
 
 
 class WorkerSetup(NamedTuple):
@@ -155,7 +158,10 @@ class _Worker:
             managers: Dict[str, AgentManager] = {}
             for name, b in setup.behaviors.items():
                 actor = Actor(b.spec, b.memory_size, OnnxRunner(b.program, b.update.flat),
-                              seed=b.seed, version=b.update.version)
+                              seed=b.seed, version=0 if b.pin_episodes else b.update.version,
+                              pin_episodes=b.pin_episodes)
+                if b.pin_episodes:
+                    actor.set_weights(b.update)
                 managers[name] = AgentManager(name, b.spec, actor, b.time_horizon,
                                               record=b.recording)
             budget = {name: b.steps_per_version for name, b in setup.behaviors.items()}

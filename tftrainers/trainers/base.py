@@ -93,6 +93,10 @@ class Trainer(abc.ABC):
         # set by the run; what a restored checkpoint held is in ``restored_run_state``.
         self.run_state: Optional[Callable[[], dict]] = None
         self.restored_run_state: Optional[dict] = None
+        # Parts a wrapper adds to every checkpoint of this trainer (self-play's league,
+        # trainers/ghost): name -> object with ``trackables()`` (TF objects, by name),
+        # ``state()`` (JSON) and ``restore_state(state or None)``, called after a restore.
+        self.checkpoint_parts: Dict[str, object] = {}
         self._failed_formats = set()  # export formats that failed once (not tried again)
         # Called as listener(trainer, checkpoint_path) after each checkpoint (the API's
         # callbacks).
@@ -270,7 +274,15 @@ class Trainer(abc.ABC):
             state["policy_rng"] = states[0]["rng"]
         if self.run_state is not None:
             state["run"] = self.run_state()
+        for name, part in self.checkpoint_parts.items():
+            state[name] = part.state()
         return state
+
+    def _all_trackables(self) -> Dict[str, object]:
+        trackables = dict(self.trackables())
+        for part in self.checkpoint_parts.values():
+            trackables.update(part.trackables())
+        return trackables
 
     #: what ``state.json`` must hold for a resume (a checkpoint without them is damaged).
     STATE_KEYS = ("step", "next_summary", "next_checkpoint")
@@ -299,7 +311,7 @@ class Trainer(abc.ABC):
         if self.inference or self._saved_step == self.step:
             return None
         with TIMERS.timed("checkpoint"):
-            path = self.checkpointer.save(self.step, self.trackables(),
+            path = self.checkpointer.save(self.step, self._all_trackables(),
                                           self.checkpoint_state())
         self._saved_step = self.step
         with TIMERS.timed("export"):
@@ -337,8 +349,10 @@ class Trainer(abc.ABC):
         reads completely when the latest is damaged (saying which and why)."""
         self.wait_for_update()
         _, state, _ = self.checkpointer.restore_newest(
-            self.trackables(), required=self.STATE_KEYS, repair=True, log=self.log)
+            self._all_trackables(), required=self.STATE_KEYS, repair=True, log=self.log)
         self.restore_state(state)
+        for name, part in self.checkpoint_parts.items():
+            part.restore_state(state.get(name))
         self.weights_restored()
         self._saved_step = self.step
         self.stats.start_period(self.step)
