@@ -111,6 +111,27 @@ def test_policy_minibatch_gets_one_weighted_absorbing_step_for_its_real_ends():
     np.testing.assert_array_equal(plain.numpy(), [1, 1, 1, 1, 0])
 
 
+def test_an_untrained_discriminator_pays_nothing_for_ending_or_going_on():
+    # With absorbing states D starts at 0.5 on every input, the absorbing state included, so
+    # the first rewards are exactly 0 (-log 0.5 - r_abs, r_abs = -log 0.5): the untrained
+    # D's random preference for ending (or not) is not the first lesson. With ML-Agents'
+    # gain-0.2 start it was: seeds 0 and 3 of the note rated the absorbing state above the
+    # mean step at step 0 (0.510, 0.504) and went to the near goal, seeds 1, 2, 4 below.
+    provider = basic_provider()
+    obs = np.eye(20, dtype=np.float32)
+    n = len(obs)
+    batch = RewardBatch(obs=(obs,), next_obs=(obs,),
+                        continuous_action=np.zeros((n, 0), np.float32),
+                        discrete_action=np.zeros((n, 1), np.int32),
+                        environment_reward=np.zeros(n, np.float32),
+                        done=np.zeros(n, np.float32), mask=np.ones(n, np.float32))
+    assert provider.absorbing_reward() == pytest.approx(math.log(2.0), abs=1e-6)
+    np.testing.assert_array_equal(provider.evaluate(batch), np.zeros(n, np.float32))
+    # ML-Agents' start without absorbing states: D differs from state to state.
+    plain = basic_provider(absorbing_state=False).evaluate(batch)
+    assert np.ptp(plain) > 1e-3 and np.all(np.abs(plain - math.log(2.0)) < 0.2)
+
+
 def basic_trajectory(length, done, interrupted):
     zeros = np.zeros((length, 0), np.float32)
     return Trajectory(

@@ -153,9 +153,13 @@ class DiscriminatorNetwork(keras.Model):
             self.beta = self.add_weight(shape=(), initializer="zeros", trainable=False,
                                         name="vail_beta")
             size = Z_SIZE
-        self.estimator = keras.layers.Dense(
-            1, kernel_initializer=keras.initializers.VarianceScaling(
-                ESTIMATOR_GAIN ** 2, mode="fan_avg", distribution="uniform"), name="estimator")
+        # With absorbing states D starts at 0.5 on every input (a zero estimator): its random
+        # first opinion of the absorbing state against the steps would otherwise be the
+        # first lesson (module doc). ML-Agents' gain-0.2 start otherwise.
+        kernel = (keras.initializers.Zeros() if self.absorbing else
+                  keras.initializers.VarianceScaling(ESTIMATOR_GAIN ** 2, mode="fan_avg",
+                                                     distribution="uniform"))
+        self.estimator = keras.layers.Dense(1, kernel_initializer=kernel, name="estimator")
         self.estimator.build((None, size))
         self.built = True
 
