@@ -30,7 +30,19 @@ changes no policy's ranking: the stream pays ``-log(1 - D(s, ...)) - r_abs`` a s
 ``r / (1 - gamma)`` (69 at D = 0.5, gamma 0.99). Ending sooner or later than the
 demonstrations is then judged by D, where a stream that stops at ends (ML-Agents,
 ``absorbing_state: false``) pays the always-positive reward for every step survived.
-Step-limit ends (interrupted) bootstrap from the critic, as before.
+The state a real end leaves the episode in (the goal, the pit: the end's next observation)
+is one the episode visits before the absorbing state, with no action taken in it: each real
+end adds it as one more row to either side of D's batches (the demonstrations' next
+observation at the end; the policy's, weighted by its real ends), its actions and done flag
+zero as the absorbing state's, and the end's step earns ``gamma (-log(1 - D(s_T)) - r_abs)``
+on top: that state's reward a step later, then the absorbing state's for ever. (DAC puts the
+absorbing state in place of that state; a D of states alone then never sees where an
+episode ended, only the step before. With ``use_next_obs`` the end's own row shows it, and
+no terminal row is added.)
+Step-limit ends (interrupted) bootstrap from the critic, as before. ``bootstrap_ends``
+(with ``absorbing_state: false``) keeps tftrainers' rule from before absorbing states: every
+end bootstraps from the critic's value of the final observation, as curiosity's stream
+(``configs/imitation/GridWorldGAIL.yaml`` was tuned and measured with it).
 
 The gradient penalty (Gulrajani et al. 2017) is taken at random points between a policy
 and an expert step (one mixing weight per step, the penalty on the gradient over every
@@ -218,20 +230,29 @@ class ExpertSteps(NamedTuple):
     absorbing: np.ndarray  # [N] float32, 1 = an absorbing step
 
 
-def expert_steps(demos, next_obs: bool, absorbing: bool) -> ExpertSteps:
-    """The demonstrations' steps and, with ``absorbing``, one absorbing step (zeros, flag 1)
-    after each real end (done and not interrupted), appended after them."""
+def expert_steps(demos, next_obs: bool, absorbing: bool, terminal: bool = False
+                 ) -> ExpertSteps:
+    """The demonstrations' steps, then with ``terminal`` one row of the observation each
+    real end (done and not interrupted) left the episode in (its next observation, no
+    action, done 0), then with ``absorbing`` one absorbing step (zeros, flag 1) per real
+    end."""
     real_end = (np.asarray(demos.done, bool) & ~np.asarray(demos.interrupted, bool))
     parts = ExpertSteps(list(demos.obs), list(demos.next_obs) if next_obs else [],
                         np.asarray(demos.continuous_actions, np.float32),
                         np.asarray(demos.discrete_actions, np.int32),
                         real_end.astype(np.float32), np.zeros(len(real_end), np.float32))
-    if not absorbing:
-        return parts
     ends = int(real_end.sum())
 
     def extend(x, fill=0):
         return np.concatenate([x, np.full((ends, *x.shape[1:]), fill, x.dtype)])
+    if terminal:  # a terminal row's next observation is itself
+        finals = [np.asarray(o)[real_end] for o in demos.next_obs]
+        parts = ExpertSteps([np.concatenate([o, f]) for o, f in zip(parts.obs, finals)],
+                            [np.concatenate([o, f]) for o, f in zip(parts.next_obs, finals)],
+                            extend(parts.continuous), extend(parts.discrete, -1),
+                            extend(parts.done), extend(parts.absorbing))
+    if not absorbing:
+        return parts
     return ExpertSteps([extend(o) for o in parts.obs], [extend(o) for o in parts.next_obs],
                        extend(parts.continuous), extend(parts.discrete, -1),
                        extend(parts.done), extend(parts.absorbing, 1))
@@ -248,13 +269,19 @@ class GAILRewardProvider(RewardProvider):
     # The stream stops at real ends (0 after them), as ML-Agents' does. Without
     # ``absorbing_state`` the always-positive reward then pays for long episodes (survival
     # bias); with it, rewards are measured from the absorbing state's, whose value is then
-    # 0 (module doc; docs/dev/architecture.md#algorithm-facts).
+    # 0 (module doc; docs/dev/architecture.md#algorithm-facts). ``bootstrap_ends`` sets it
+    # per provider.
     ignore_done = False
 
     def __init__(self, name: str, spec: BehaviorSpec, settings: GAILSettings, seed: int = 0):
         super().__init__(name, spec, settings, seed)
         self.absorbing = bool(settings.absorbing_state)
-        self.needs_next_obs = bool(settings.use_next_obs)
+        # D also judges the state each real end leaves the episode in (module doc; with
+        # use_next_obs the end's own row shows it); it reads the trainer's next_obs.
+        self.terminal_states = self.absorbing and not settings.use_next_obs
+        if settings.bootstrap_ends:  # the rule before absorbing states (settings exclude both)
+            self.ignore_done = True
+        self.needs_next_obs = bool(settings.use_next_obs) or self.terminal_states
         self.demos = load_demonstrations(settings.demo_path, spec)
         if not len(self.demos):
             raise ValueError(f"{settings.demo_path}: no demonstration steps to imitate")
@@ -266,7 +293,8 @@ class GAILRewardProvider(RewardProvider):
         self.optimizer = FusedAdam(self.network.trainable_variables, settings.learning_rate,
                                    epsilon=1e-8, name=f"{name}_adam")
         self._draws = Draws(seed, name=f"{name}_draws")
-        expert = expert_steps(self.demos, self.needs_next_obs, self.absorbing)
+        expert = expert_steps(self.demos, self.network.use_next_obs, self.absorbing,
+                              self.terminal_states)
         # The expert steps stay in variables the compiled update reads (not graph constants).
         self._expert = tuple(tf.Variable(x, trainable=False) for x in (
             *expert.obs, *expert.next_obs, expert.continuous, expert.discrete, expert.done,
@@ -286,8 +314,20 @@ class GAILRewardProvider(RewardProvider):
         return self.network.inputs_of(batch.obs, continuous, batch.discrete_action,
                                       batch.done, batch.next_obs)
 
+    def _terminal_inputs(self, batch: RewardBatch) -> List[tf.Tensor]:
+        """The body's inputs of the states ``batch``'s steps led to, as terminal rows (no
+        action, done 0)."""
+        size = tf.shape(batch.done)[0]
+        return self.network.inputs_of(
+            batch.next_obs, tf.zeros([size, self.network.continuous_size]),
+            -tf.ones([size, len(self.network.branches)], tf.int32), tf.zeros([size]),
+            batch.next_obs)
+
     def _estimate(self, batch: RewardBatch) -> tf.Tensor:
-        return self.network.estimate(self._policy_inputs(batch))[0]
+        steps = self.network.estimate(self._policy_inputs(batch))[0]
+        if not self.terminal_states:
+            return steps
+        return tf.stack([steps, self.network.estimate(self._terminal_inputs(batch))[0]])
 
     def _absorbing_estimate(self) -> tf.Tensor:
         return self.network.estimate(self.network.absorbing_inputs(1))[0][0]
@@ -301,6 +341,10 @@ class GAILRewardProvider(RewardProvider):
         if not self.absorbing:
             return inputs, weights
         ends = tf.reduce_sum(tf.cast(batch.done, tf.float32) * weights)
+        if self.terminal_states:  # the state each real end left, one row per step
+            inputs = [tf.concat([x, t], axis=0)
+                      for x, t in zip(inputs, self._terminal_inputs(batch))]
+            weights = tf.concat([weights, tf.cast(batch.done, tf.float32) * weights], axis=0)
         inputs = [tf.concat([x, a], axis=0)
                   for x, a in zip(inputs, self.network.absorbing_inputs(1))]
         return inputs, tf.concat([weights, ends[None]], axis=0)
@@ -368,10 +412,17 @@ class GAILRewardProvider(RewardProvider):
 
     # --- Python side ---------------------------------------------------------------------
     def evaluate(self, batch: RewardBatch) -> np.ndarray:
-        reward = gail_reward(self._estimate_fn(batch).numpy())
-        if self.absorbing:  # measured from the absorbing state's reward (module doc)
-            reward = reward - self.absorbing_reward()
-        return reward
+        estimate = self._estimate_fn(batch).numpy()
+        if not self.absorbing:
+            return gail_reward(estimate)
+        # Measured from the absorbing state's reward (module doc).
+        absorbing = self.absorbing_reward()
+        if not self.terminal_states:
+            return gail_reward(estimate) - absorbing
+        # A real end's step also earns, a step later, the state it left the episode in.
+        step, final = gail_reward(estimate[0]) - absorbing, gail_reward(estimate[1]) - absorbing
+        done = np.asarray(batch.done, np.float32)
+        return (step + self.gamma * done * final).astype(np.float32)
 
     def absorbing_reward(self) -> float:
         """-log(1 - D(absorbing)): the reward of each step in the absorbing state."""
