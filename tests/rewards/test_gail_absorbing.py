@@ -15,7 +15,7 @@ from tftrainers.envs import ActionTuple, make
 from tftrainers.evaluate import evaluate, make_policy
 from tftrainers.processing import LogProbs, StreamField, Trajectory, stream_key
 from tftrainers.rewards import RewardBatch, create_reward_provider
-from tftrainers.rewards.gail import EPSILON, discriminator_loss, expert_steps
+from tftrainers.rewards.gail import EPSILON, dac_reward, discriminator_loss, expert_steps
 from tftrainers.settings import GAILSettings, RunOptions
 
 from trainers.helpers import make_trainer, trainer_settings
@@ -83,7 +83,10 @@ def test_demonstrations_get_one_absorbing_step_after_each_real_end():
     finals = provider._expert[0].numpy()[len(demo):len(demo) + real_ends]
     np.testing.assert_array_equal(finals, demo.next_obs[0][demo.done & ~demo.interrupted])
     assert set(np.argmax(finals, axis=1)) == {17}
-    # With next observations the end's own row shows that state: no terminal rows.
+    # With actions or next observations D sees the end already: no terminal rows.
+    with_actions = basic_provider(use_actions=True)
+    assert not with_actions.terminal_states and not with_actions.needs_next_obs
+    assert len(with_actions._expert[-1].numpy()) == len(demo) + real_ends
     with_next = basic_provider(use_next_obs=True)
     assert not with_next.terminal_states and with_next.needs_next_obs
     assert len(with_next._expert[-1].numpy()) == len(demo) + real_ends
@@ -115,11 +118,8 @@ def test_policy_minibatch_gets_one_weighted_absorbing_step_for_its_real_ends():
     np.testing.assert_array_equal(inputs[0].numpy()[n:2 * n], np.roll(obs, 1, axis=1))
     np.testing.assert_array_equal(inputs[0].numpy()[2 * n], np.zeros(20))
     np.testing.assert_array_equal(inputs[1].numpy()[:, 0], [0] * (2 * n) + [1])
-    # With actions the terminal rows take no action (zeros) and done 0.
-    inputs, _ = basic_provider(use_actions=True).policy_batch(batch)
-    np.testing.assert_array_equal(inputs[1].numpy()[n:], np.zeros((n + 1, 4)))
-    # With next observations: the steps and the absorbing step only.
-    _, weights = basic_provider(use_next_obs=True).policy_batch(batch)
+    # With actions: the steps and the absorbing step only.
+    _, weights = basic_provider(use_actions=True).policy_batch(batch)
     np.testing.assert_array_equal(weights.numpy(), [1, 1, 1, 1, 0, 2])
     weights = tf.constant([1, 1, 1, 1, 0, 2], tf.float32)
     # The loss counts the absorbing step as two policy steps:
@@ -139,9 +139,17 @@ def test_policy_minibatch_gets_one_weighted_absorbing_step_for_its_real_ends():
     np.testing.assert_array_equal(plain.numpy(), [1, 1, 1, 1, 0])
 
 
+def test_dac_reward_is_the_logit_of_d():
+    # DAC's form with absorbing states: as negative for "policy" as positive for "expert"
+    # (ML-Agents' -log(1 - D) is never negative), finite at D = 0 and 1.
+    np.testing.assert_allclose(dac_reward(np.array([0.25, 0.5, 0.75, 0.9])),
+                               [-math.log(3.0), 0.0, math.log(3.0), math.log(9.0)], atol=1e-5)
+    assert np.isfinite(dac_reward(np.array([0.0, 1.0]))).all()
+
+
 def test_an_untrained_discriminator_pays_nothing_for_ending_or_going_on():
     # With absorbing states D starts at 0.5 on every input, the absorbing state included, so
-    # the first rewards are exactly 0 (-log 0.5 - r_abs, r_abs = -log 0.5): the untrained
+    # the first rewards are exactly 0 (logit 0.5 - r_abs, r_abs = logit 0.5 = 0): the untrained
     # D's random preference for ending (or not) is not the first lesson. With ML-Agents'
     # gain-0.2 start it was: seeds 0 and 3 of the note rated the absorbing state above the
     # mean step at step 0 (0.510, 0.504) and went to the near goal, seeds 1, 2, 4 below.
@@ -153,7 +161,7 @@ def test_an_untrained_discriminator_pays_nothing_for_ending_or_going_on():
                         discrete_action=np.zeros((n, 1), np.int32),
                         environment_reward=np.zeros(n, np.float32),
                         done=np.zeros(n, np.float32), mask=np.ones(n, np.float32))
-    assert provider.absorbing_reward() == pytest.approx(math.log(2.0), abs=1e-6)
+    assert provider.absorbing_reward() == pytest.approx(0.0, abs=1e-6)
     np.testing.assert_array_equal(provider.evaluate(batch), np.zeros(n, np.float32))
     # ML-Agents' start without absorbing states: D differs from state to state.
     plain = basic_provider(absorbing_state=False).evaluate(batch)
@@ -182,8 +190,9 @@ def test_gail_returns_at_a_real_end_and_at_a_step_limit(tmp_path, absorbing):
                                 hyperparameters={"lambd": 1.0})
     trainer = make_trainer(tmp_path, env, "Basic", settings, jit_compile=False)
     provider = trainer.optimizer.reward_providers["gail"]
-    # Known values: D = 0.75 on every step (reward log 4), 0.9 on the state a real end
-    # leaves (log 10), 0.5 on the absorbing state (log 2); the critic says 5 everywhere.
+    # Known values: D = 0.75 on every step, 0.9 on the state a real end leaves, 0.5 on the
+    # absorbing state (DAC's rewards log 3, log 9, 0; ML-Agents' -log(1 - D): log 4 for the
+    # steps); the critic says 5 everywhere.
     assert provider.terminal_states is absorbing
 
     def estimates(batch):
@@ -196,12 +205,12 @@ def test_gail_returns_at_a_real_end_and_at_a_step_limit(tmp_path, absorbing):
     cut = basic_trajectory(2, done=False, interrupted=True)
     trainer.compute_targets([ended, cut])
     returns = trainer.buffer[stream_key(StreamField.RETURNS, "gail")]
-    # A step pays strength (log 4 - log 2) with the absorbing state (0 after a real end:
-    # the absorbing state's own reward, measured from itself), and the real end's step
-    # gamma strength (log 10 - log 2) more for the state it left; strength log 4 without,
-    # and the stream stops at the end, as ML-Agents'.
-    r = 2.0 * (math.log(4.0) - math.log(2.0)) if absorbing else 2.0 * math.log(4.0)
-    last = r + 0.9 * 2.0 * (math.log(10.0) - math.log(2.0)) if absorbing else r
+    # A step pays strength (log 3 - 0) with the absorbing state (0 after a real end: the
+    # absorbing state's own reward, measured from itself), and the real end's step
+    # gamma strength (log 9 - 0) more for the state it left; strength log 4 without, and
+    # the stream stops at the end, as ML-Agents'.
+    r = 2.0 * math.log(3.0) if absorbing else 2.0 * math.log(4.0)
+    last = r + 0.9 * 2.0 * math.log(9.0) if absorbing else r
     # Real end: r + 0.9 last, last. Step limit: bootstrapped from V(next) = 5 either way.
     expected = [r + 0.9 * last, last, r + 0.9 * (r + 0.9 * 5.0), r + 0.9 * 5.0]
     np.testing.assert_allclose(returns, expected, rtol=1e-5)

@@ -8,6 +8,7 @@ policy is paid for steps D mistakes for the expert's:
              + 10 * mean((sqrt(||grad_x D(x)||^2 + eps) - 1)^2)       x = interpolations
              [+ beta * (KL - 0.5)                                                  VAIL]
     reward = -log(1 - D(s [, s'] [, a, done]) * (1 - eps))              (the trainer * strength)
+             with absorbing states: log D - log(1 - D) - r_abs (below)
 
 ``use_actions`` adds the action (continuous in the env's [-1, 1] scale, discrete one-hot
 per branch) and the step's done flag to the observation, as a vector input of the body.
@@ -22,23 +23,33 @@ itself forever. D gets one more input, a flag that is 1 for it (its observations
 observations, actions and done flag are all zero; discrete actions one-hot to zeros). Each
 real end of the demonstrations adds one absorbing step to the expert set, and each real end
 of a policy minibatch one (weighted) absorbing step to the policy's side of the loss, so D
-learns how often each ends. After a real end the stream earns the absorbing state's reward
-``r_abs = -log(1 - D(absorbing))`` for ever: a value of ``r_abs / (1 - gamma)``. Every
-episode of this MDP being infinite, the same constant can be taken off every step, which
-changes no policy's ranking: the stream pays ``-log(1 - D(s, ...)) - r_abs`` a step (times
-``strength``) and is worth 0 after a real end, so the critic never has to learn values of
-``r / (1 - gamma)`` (69 at D = 0.5, gamma 0.99). Ending sooner or later than the
+learns how often each ends. The reward is then DAC's, the logit ``log D - log(1 - D)``:
+ML-Agents' ``-log(1 - D)`` is never below 0, so a state D is sure is the policy's costs
+little more than an undecided one, where the logit makes it cost as much as an expert's
+state pays (against Basic's random start policy the best D's -log(1 - D) favours the near
+goal, the logit the far one: ``benchmarks/gail_optimal_d.py``). After a real end the stream
+earns the absorbing state's reward ``r_abs = log D(abs) - log(1 - D(abs))`` for ever: a
+value of ``r_abs / (1 - gamma)``. Every episode of this MDP being infinite, the same
+constant can be taken off every step, which changes no policy's ranking: the stream pays
+``log D - log(1 - D) - r_abs`` a step (times ``strength``) and is worth 0 after a real end,
+so the critic never has to learn values of ``r / (1 - gamma)``. Ending sooner or later than the
 demonstrations is then judged by D, where a stream that stops at ends (ML-Agents,
 ``absorbing_state: false``) pays the always-positive reward for every step survived.
-The state a real end leaves the episode in (the goal, the pit: the end's next observation)
-is one the episode visits before the absorbing state, with no action taken in it: each real
-end adds it as one more row to either side of D's batches (the demonstrations' next
-observation at the end; the policy's, weighted by its real ends), its actions and done flag
-zero as the absorbing state's, and the end's step earns ``gamma (-log(1 - D(s_T)) - r_abs)``
-on top: that state's reward a step later, then the absorbing state's for ever. (DAC puts the
-absorbing state in place of that state; a D of states alone then never sees where an
-episode ended, only the step before. With ``use_next_obs`` the end's own row shows it, and
-no terminal row is added.)
+A D of states alone (no ``use_actions``, no ``use_next_obs``) also judges the state a real
+end leaves the episode in (the goal, the pit: the end's next observation), one the episode
+visits before the absorbing state, with no action taken in it: each real end adds it as one
+more row to either side of D's batches (the demonstrations' next observation at the end;
+the policy's, weighted by its real ends), and the end's step earns
+``gamma (logit D(s_T) - r_abs)`` on top: that state's reward a step later, then the
+absorbing state's for ever. DAC puts the absorbing state in that state's place, so such a D
+never saw where an episode ended, only the step before; and against a random start policy
+even the best D then pays Basic's 3 steps to the near goal more than the 7 to the far one
+(``benchmarks/gail_optimal_d.py``). With actions (the end's step and its done flag) or
+next observations (the end's own row) D sees the end already; no terminal row is added.
+With absorbing states D's linear layer starts at zero (D = 0.5 on every input, so the first
+rewards are all 0): from ML-Agents' random start the untrained D's opinion of the absorbing
+state against the steps was the policy's first lesson, a gap of 0.01 made full-size by the
+normalisation of advantages.
 Step-limit ends (interrupted) bootstrap from the critic, as before. ``bootstrap_ends``
 (with ``absorbing_state: false``) keeps tftrainers' rule from before absorbing states: every
 end bootstraps from the critic's value of the final observation, as curiosity's stream
@@ -119,6 +130,13 @@ def gail_reward(estimate: np.ndarray) -> np.ndarray:
     """-log(1 - D (1 - eps)): 0 where D says "policy", large where it says "expert"."""
     estimate = np.asarray(estimate, np.float64)
     return (-np.log(1.0 - estimate * (1.0 - EPSILON))).astype(np.float32)
+
+
+def dac_reward(estimate: np.ndarray) -> np.ndarray:
+    """log(D (1 - eps) + eps) - log(1 - D (1 - eps)) (DAC's form, the logit of D): as
+    negative where D says "policy" as positive where it says "expert"."""
+    estimate = np.asarray(estimate, np.float64) * (1.0 - EPSILON)
+    return (np.log(estimate + EPSILON) - np.log(1.0 - estimate)).astype(np.float32)
 
 
 class DiscriminatorNetwork(keras.Model):
@@ -276,9 +294,10 @@ class GAILRewardProvider(RewardProvider):
     def __init__(self, name: str, spec: BehaviorSpec, settings: GAILSettings, seed: int = 0):
         super().__init__(name, spec, settings, seed)
         self.absorbing = bool(settings.absorbing_state)
-        # D also judges the state each real end leaves the episode in (module doc; with
-        # use_next_obs the end's own row shows it); it reads the trainer's next_obs.
-        self.terminal_states = self.absorbing and not settings.use_next_obs
+        # A D of states alone also judges the state each real end leaves the episode in
+        # (module doc); it reads the trainer's next_obs.
+        self.terminal_states = (self.absorbing and not settings.use_actions
+                                and not settings.use_next_obs)
         if settings.bootstrap_ends:  # the rule before absorbing states (settings exclude both)
             self.ignore_done = True
         self.needs_next_obs = bool(settings.use_next_obs) or self.terminal_states
@@ -415,18 +434,18 @@ class GAILRewardProvider(RewardProvider):
         estimate = self._estimate_fn(batch).numpy()
         if not self.absorbing:
             return gail_reward(estimate)
-        # Measured from the absorbing state's reward (module doc).
+        # DAC's form, measured from the absorbing state's reward (module doc).
         absorbing = self.absorbing_reward()
         if not self.terminal_states:
-            return gail_reward(estimate) - absorbing
+            return dac_reward(estimate) - absorbing
         # A real end's step also earns, a step later, the state it left the episode in.
-        step, final = gail_reward(estimate[0]) - absorbing, gail_reward(estimate[1]) - absorbing
+        step, final = dac_reward(estimate[0]) - absorbing, dac_reward(estimate[1]) - absorbing
         done = np.asarray(batch.done, np.float32)
         return (step + self.gamma * done * final).astype(np.float32)
 
     def absorbing_reward(self) -> float:
-        """-log(1 - D(absorbing)): the reward of each step in the absorbing state."""
-        return float(gail_reward(self._absorbing_fn().numpy()))
+        """log D - log(1 - D) of the absorbing state: the reward of each step in it."""
+        return float(dac_reward(self._absorbing_fn().numpy()))
 
     def trackables(self) -> Dict[str, object]:
         return {f"{self.name}_network": self.network, f"{self.name}_optimizer": self.optimizer,
@@ -434,4 +453,4 @@ class GAILRewardProvider(RewardProvider):
 
 
 __all__ = ["DiscriminatorNetwork", "ExpertSteps", "GAILRewardProvider", "discriminator_loss",
-           "expert_steps", "gail_reward", "gradient_penalty", "vail_kl"]
+           "dac_reward", "expert_steps", "gail_reward", "gradient_penalty", "vail_kl"]
