@@ -163,9 +163,17 @@ def test_an_untrained_discriminator_pays_nothing_for_ending_or_going_on():
                         done=np.zeros(n, np.float32), mask=np.ones(n, np.float32))
     assert provider.absorbing_reward() == pytest.approx(0.0, abs=1e-6)
     np.testing.assert_array_equal(provider.evaluate(batch), np.zeros(n, np.float32))
-    # ML-Agents' start without absorbing states: D differs from state to state.
+    # ML-Agents' start without absorbing states, or with actions (D is not of states alone):
+    # D differs from state to state.
     plain = basic_provider(absorbing_state=False).evaluate(batch)
     assert np.ptp(plain) > 1e-3 and np.all(np.abs(plain - math.log(2.0)) < 0.2)
+    with_actions = basic_provider(use_actions=True)
+    assert not with_actions.network.states_alone and provider.network.states_alone
+    assert np.ptp(with_actions.evaluate(batch)) > 1e-3
+    # ... and there the reward stays ML-Agents' -log(1 - D), measured from the absorbing
+    # state's: -log(1 - D(abs)) is its r_abs.
+    d_abs = float(with_actions._absorbing_fn().numpy())
+    assert with_actions.absorbing_reward() == pytest.approx(-math.log(1.0 - d_abs), rel=1e-5)
 
 
 def basic_trajectory(length, done, interrupted):
@@ -181,23 +189,26 @@ def basic_trajectory(length, done, interrupted):
         agent_id=0)
 
 
-@pytest.mark.parametrize("absorbing", [True, False])
-def test_gail_returns_at_a_real_end_and_at_a_step_limit(tmp_path, absorbing):
+@pytest.mark.parametrize("absorbing, use_actions", [(True, False), (True, True),
+                                                    (False, False)])
+def test_gail_returns_at_a_real_end_and_at_a_step_limit(tmp_path, absorbing, use_actions):
     env = make("builtin:Basic", seed=0, num_areas=1)
     signal = {"demo_path": BASIC_DEMO, "gamma": 0.9, "strength": 2.0,
-              "absorbing_state": absorbing, "network_settings": {"hidden_units": 16}}
+              "absorbing_state": absorbing, "use_actions": use_actions,
+              "network_settings": {"hidden_units": 16}}
     settings = trainer_settings("Basic", reward_signals={"gail": signal},
                                 hyperparameters={"lambd": 1.0})
     trainer = make_trainer(tmp_path, env, "Basic", settings, jit_compile=False)
     provider = trainer.optimizer.reward_providers["gail"]
     # Known values: D = 0.75 on every step, 0.9 on the state a real end leaves, 0.5 on the
-    # absorbing state (DAC's rewards log 3, log 9, 0; ML-Agents' -log(1 - D): log 4 for the
-    # steps); the critic says 5 everywhere.
-    assert provider.terminal_states is absorbing
+    # absorbing state (DAC's rewards log 3, log 9, 0; ML-Agents' -log(1 - D): log 4 and
+    # log 2); the critic says 5 everywhere.
+    states_alone = absorbing and not use_actions
+    assert provider.terminal_states is states_alone
 
     def estimates(batch):
         steps = tf.fill([len(batch.mask)], 0.75)
-        return tf.stack([steps, tf.fill([len(batch.mask)], 0.9)]) if absorbing else steps
+        return tf.stack([steps, tf.fill([len(batch.mask)], 0.9)]) if states_alone else steps
     provider._estimate_fn = estimates
     provider._absorbing_fn = lambda: tf.constant(0.5)
     trainer.optimizer.values = lambda obs: {"gail": np.full(len(obs[0]), 5.0, np.float32)}
@@ -205,12 +216,14 @@ def test_gail_returns_at_a_real_end_and_at_a_step_limit(tmp_path, absorbing):
     cut = basic_trajectory(2, done=False, interrupted=True)
     trainer.compute_targets([ended, cut])
     returns = trainer.buffer[stream_key(StreamField.RETURNS, "gail")]
-    # A step pays strength (log 3 - 0) with the absorbing state (0 after a real end: the
-    # absorbing state's own reward, measured from itself), and the real end's step
-    # gamma strength (log 9 - 0) more for the state it left; strength log 4 without, and
-    # the stream stops at the end, as ML-Agents'.
-    r = 2.0 * math.log(3.0) if absorbing else 2.0 * math.log(4.0)
-    last = r + 0.9 * 2.0 * math.log(9.0) if absorbing else r
+    # A D of states alone: a step pays strength (log 3 - 0), measured from the absorbing
+    # state's reward (so 0 after a real end: the absorbing state's own reward, measured
+    # from itself), and the real end's step gamma strength (log 9 - 0) more for the state
+    # it left. With actions: strength (log 4 - log 2), no terminal state. Without absorbing
+    # states: strength log 4, and the stream stops at the end, as ML-Agents'.
+    r = 2.0 * {(True, False): math.log(3.0), (True, True): math.log(2.0),
+               (False, False): math.log(4.0)}[(absorbing, use_actions)]
+    last = r + 0.9 * 2.0 * math.log(9.0) if states_alone else r
     # Real end: r + 0.9 last, last. Step limit: bootstrapped from V(next) = 5 either way.
     expected = [r + 0.9 * last, last, r + 0.9 * (r + 0.9 * 5.0), r + 0.9 * 5.0]
     np.testing.assert_allclose(returns, expected, rtol=1e-5)

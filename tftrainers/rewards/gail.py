@@ -8,7 +8,7 @@ policy is paid for steps D mistakes for the expert's:
              + 10 * mean((sqrt(||grad_x D(x)||^2 + eps) - 1)^2)       x = interpolations
              [+ beta * (KL - 0.5)                                                  VAIL]
     reward = -log(1 - D(s [, s'] [, a, done]) * (1 - eps))              (the trainer * strength)
-             with absorbing states: log D - log(1 - D) - r_abs (below)
+             absorbing states: that - r_abs; of a D of states alone log D - log(1 - D) - r_abs
 
 ``use_actions`` adds the action (continuous in the env's [-1, 1] scale, discrete one-hot
 per branch) and the step's done flag to the observation, as a vector input of the body.
@@ -23,33 +23,35 @@ itself forever. D gets one more input, a flag that is 1 for it (its observations
 observations, actions and done flag are all zero; discrete actions one-hot to zeros). Each
 real end of the demonstrations adds one absorbing step to the expert set, and each real end
 of a policy minibatch one (weighted) absorbing step to the policy's side of the loss, so D
-learns how often each ends. The reward is then DAC's, the logit ``log D - log(1 - D)``:
-ML-Agents' ``-log(1 - D)`` is never below 0, so a state D is sure is the policy's costs
-little more than an undecided one, where the logit makes it cost as much as an expert's
-state pays (against Basic's random start policy the best D's -log(1 - D) favours the near
-goal, the logit the far one: ``benchmarks/gail_optimal_d.py``). After a real end the stream
-earns the absorbing state's reward ``r_abs = log D(abs) - log(1 - D(abs))`` for ever: a
-value of ``r_abs / (1 - gamma)``. Every episode of this MDP being infinite, the same
-constant can be taken off every step, which changes no policy's ranking: the stream pays
-``log D - log(1 - D) - r_abs`` a step (times ``strength``) and is worth 0 after a real end,
-so the critic never has to learn values of ``r / (1 - gamma)``. Ending sooner or later than the
+learns how often each ends. After a real end the stream earns the absorbing state's reward
+``r_abs`` (its ``-log(1 - D)``) for ever: a value of ``r_abs / (1 - gamma)``. Every episode of
+this MDP being infinite, the same constant can be taken off every step, which changes no
+policy's ranking: the stream pays ``-log(1 - D) - r_abs`` a step (times ``strength``) and is
+worth 0 after a real end, so the critic never has to learn values of ``r / (1 - gamma)``
+(69 at D = 0.5, gamma 0.99). Ending sooner or later than the
 demonstrations is then judged by D, where a stream that stops at ends (ML-Agents,
 ``absorbing_state: false``) pays the always-positive reward for every step survived.
-A D of states alone (no ``use_actions``, no ``use_next_obs``) also judges the state a real
-end leaves the episode in (the goal, the pit: the end's next observation), one the episode
-visits before the absorbing state, with no action taken in it: each real end adds it as one
-more row to either side of D's batches (the demonstrations' next observation at the end;
-the policy's, weighted by its real ends), and the end's step earns
+A D of states alone (no ``use_actions``, no ``use_next_obs``) differs in three ways. It
+also judges the state a real end leaves the episode in (the goal, the pit: the end's next
+observation), one the episode visits before the absorbing state, with no action taken in
+it: each real end adds it as one more row to either side of D's batches (the
+demonstrations' next observation at the end; the policy's, weighted by its real ends), and
+the end's step earns
 ``gamma (logit D(s_T) - r_abs)`` on top: that state's reward a step later, then the
 absorbing state's for ever. DAC puts the absorbing state in that state's place, so such a D
 never saw where an episode ended, only the step before; and against a random start policy
 even the best D then pays Basic's 3 steps to the near goal more than the 7 to the far one
-(``benchmarks/gail_optimal_d.py``). With actions (the end's step and its done flag) or
-next observations (the end's own row) D sees the end already; no terminal row is added.
-With absorbing states D's linear layer starts at zero (D = 0.5 on every input, so the first
-rewards are all 0): from ML-Agents' random start the untrained D's opinion of the absorbing
-state against the steps was the policy's first lesson, a gap of 0.01 made full-size by the
-normalisation of advantages.
+(``benchmarks/gail_optimal_d.py``). Its reward (and ``r_abs``) is DAC's, the logit
+``log D - log(1 - D)``: ML-Agents' ``-log(1 - D)`` is never below 0, so a state D is sure
+is the policy's costs little more than an undecided one, where the logit makes it cost as
+much as an expert's state pays. And its linear layer starts at zero (D = 0.5 on every
+input, so the first rewards are all 0): from ML-Agents' random start the untrained D's
+opinion of the absorbing state against the steps was the policy's first lesson, a gap of
+0.01 made full-size by the normalisation of advantages. With actions (the end's step and
+its done flag) or next observations (the end's own row) D sees the end already; there the
+three were not needed (Basic with actions: 0.930 on 5 of 5 seeds without them) and the
+zero start and the logit measured worse (Basic's seed 3, GridWorld with ML-Agents' inputs),
+so they apply to a D of states alone only.
 Step-limit ends (interrupted) bootstrap from the critic, as before. ``bootstrap_ends``
 (with ``absorbing_state: false``) keeps tftrainers' rule from before absorbing states: every
 end bootstraps from the critic's value of the final observation, as curiosity's stream
@@ -154,6 +156,10 @@ class DiscriminatorNetwork(keras.Model):
         self.use_vail = bool(settings.use_vail)
         self.use_next_obs = bool(settings.use_next_obs)
         self.absorbing = bool(settings.absorbing_state)
+        # A D of states alone with absorbing states (module doc): terminal rows, DAC's
+        # reward and a zero start.
+        self.states_alone = (self.absorbing and not self.use_actions
+                             and not self.use_next_obs)
         self.observation_specs = tuple(spec.observation_specs)
         action_spec = spec.action_spec
         self.continuous_size = int(action_spec.continuous_size)
@@ -183,10 +189,10 @@ class DiscriminatorNetwork(keras.Model):
             self.beta = self.add_weight(shape=(), initializer="zeros", trainable=False,
                                         name="vail_beta")
             size = Z_SIZE
-        # With absorbing states D starts at 0.5 on every input (a zero estimator): its random
+        # A D of states alone starts at 0.5 on every input (a zero estimator): its random
         # first opinion of the absorbing state against the steps would otherwise be the
         # first lesson (module doc). ML-Agents' gain-0.2 start otherwise.
-        kernel = (keras.initializers.Zeros() if self.absorbing else
+        kernel = (keras.initializers.Zeros() if self.states_alone else
                   keras.initializers.VarianceScaling(ESTIMATOR_GAIN ** 2, mode="fan_avg",
                                                      distribution="uniform"))
         self.estimator = keras.layers.Dense(1, kernel_initializer=kernel, name="estimator")
@@ -295,7 +301,7 @@ class GAILRewardProvider(RewardProvider):
         super().__init__(name, spec, settings, seed)
         self.absorbing = bool(settings.absorbing_state)
         # A D of states alone also judges the state each real end leaves the episode in
-        # (module doc); it reads the trainer's next_obs.
+        # and is paid DAC's reward (module doc); it reads the trainer's next_obs.
         self.terminal_states = (self.absorbing and not settings.use_actions
                                 and not settings.use_next_obs)
         if settings.bootstrap_ends:  # the rule before absorbing states (settings exclude both)
@@ -434,18 +440,20 @@ class GAILRewardProvider(RewardProvider):
         estimate = self._estimate_fn(batch).numpy()
         if not self.absorbing:
             return gail_reward(estimate)
-        # DAC's form, measured from the absorbing state's reward (module doc).
+        # Measured from the absorbing state's reward (module doc).
         absorbing = self.absorbing_reward()
         if not self.terminal_states:
-            return dac_reward(estimate) - absorbing
+            return gail_reward(estimate) - absorbing
         # A real end's step also earns, a step later, the state it left the episode in.
         step, final = dac_reward(estimate[0]) - absorbing, dac_reward(estimate[1]) - absorbing
         done = np.asarray(batch.done, np.float32)
         return (step + self.gamma * done * final).astype(np.float32)
 
     def absorbing_reward(self) -> float:
-        """log D - log(1 - D) of the absorbing state: the reward of each step in it."""
-        return float(dac_reward(self._absorbing_fn().numpy()))
+        """The reward of each step in the absorbing state: its log D - log(1 - D) for a D of
+        states alone, -log(1 - D) otherwise."""
+        reward = dac_reward if self.terminal_states else gail_reward
+        return float(reward(self._absorbing_fn().numpy()))
 
     def trackables(self) -> Dict[str, object]:
         return {f"{self.name}_network": self.network, f"{self.name}_optimizer": self.optimizer,
