@@ -55,6 +55,10 @@ EXTENSIONS: Dict[Tuple[type, str], str] = {
     (S.GAILSettings, "absorbing_state"): "Absorbing states (Kostrikov et al. 2019), on by "
                                          "default; see [Imitation](../trainers/"
                                          "imitation.md#implementation-notes).",
+    (S.GAILSettings, "bootstrap_ends"): "tftrainers' ends rule before absorbing states, "
+                                        "kept for `configs/imitation/GridWorldGAIL.yaml`; "
+                                        "see [Imitation](../trainers/"
+                                        "imitation.md#implementation-notes).",
     (S.EnvironmentSettings, "workers"): "See [Env workers and Ray](../guides/workers.md).",
     (S.EnvironmentSettings, "ray_address"): "See [Env workers and Ray](../guides/workers.md).",
     (S.EnvironmentSettings, "max_worker_restarts"): "ML-Agents' Unity restarts are "

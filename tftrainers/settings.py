@@ -351,8 +351,14 @@ class GAILSettings(RewardSignalSettings):
     absorbing_state: bool = _opt("Real episode ends lead to an absorbing state that the "
                                  "discriminator judges and the GAIL reward is measured "
                                  "from (no survival bias); ML-Agents: false.", True)
+    # tftrainers extension; false is ML-Agents' behaviour.
+    bootstrap_ends: bool = _opt("Without absorbing_state: every episode end bootstraps the "
+                                "stream from the critic's value of the final observation, "
+                                "as curiosity's (tftrainers' rule before absorbing states); "
+                                "ML-Agents: false (the stream stops).", False)
 
     _aliases = _ENCODING_SIZE_ALIAS
+    _relations = (("bootstrap_ends", "excludes", "absorbing_state"),)
 
 
 #: reward signal name -> its settings class.

@@ -8,6 +8,7 @@ policy is paid for steps D mistakes for the expert's:
              + 10 * mean((sqrt(||grad_x D(x)||^2 + eps) - 1)^2)       x = interpolations
              [+ beta * (KL - 0.5)                                                  VAIL]
     reward = -log(1 - D(s [, s'] [, a, done]) * (1 - eps))              (the trainer * strength)
+             absorbing states: that - r_abs; of a D of states alone log D - log(1 - D) - r_abs
 
 ``use_actions`` adds the action (continuous in the env's [-1, 1] scale, discrete one-hot
 per branch) and the step's done flag to the observation, as a vector input of the body.
@@ -23,14 +24,38 @@ observations, actions and done flag are all zero; discrete actions one-hot to ze
 real end of the demonstrations adds one absorbing step to the expert set, and each real end
 of a policy minibatch one (weighted) absorbing step to the policy's side of the loss, so D
 learns how often each ends. After a real end the stream earns the absorbing state's reward
-``r_abs = -log(1 - D(absorbing))`` for ever: a value of ``r_abs / (1 - gamma)``. Every
-episode of this MDP being infinite, the same constant can be taken off every step, which
-changes no policy's ranking: the stream pays ``-log(1 - D(s, ...)) - r_abs`` a step (times
-``strength``) and is worth 0 after a real end, so the critic never has to learn values of
-``r / (1 - gamma)`` (69 at D = 0.5, gamma 0.99). Ending sooner or later than the
+``r_abs`` (its ``-log(1 - D)``) for ever: a value of ``r_abs / (1 - gamma)``. Every episode of
+this MDP being infinite, the same constant can be taken off every step, which changes no
+policy's ranking: the stream pays ``-log(1 - D) - r_abs`` a step (times ``strength``) and is
+worth 0 after a real end, so the critic never has to learn values of ``r / (1 - gamma)``
+(69 at D = 0.5, gamma 0.99). Ending sooner or later than the
 demonstrations is then judged by D, where a stream that stops at ends (ML-Agents,
 ``absorbing_state: false``) pays the always-positive reward for every step survived.
-Step-limit ends (interrupted) bootstrap from the critic, as before.
+A D of states alone (no ``use_actions``, no ``use_next_obs``) differs in three ways. It
+also judges the state a real end leaves the episode in (the goal, the pit: the end's next
+observation), one the episode visits before the absorbing state, with no action taken in
+it: each real end adds it as one more row to either side of D's batches (the
+demonstrations' next observation at the end; the policy's, weighted by its real ends), and
+the end's step earns
+``gamma (logit D(s_T) - r_abs)`` on top: that state's reward a step later, then the
+absorbing state's for ever. DAC puts the absorbing state in that state's place, so such a D
+never saw where an episode ended, only the step before; and against a random start policy
+even the best D then pays Basic's 3 steps to the near goal more than the 7 to the far one
+(``benchmarks/gail_optimal_d.py``). Its reward (and ``r_abs``) is DAC's, the logit
+``log D - log(1 - D)``: ML-Agents' ``-log(1 - D)`` is never below 0, so a state D is sure
+is the policy's costs little more than an undecided one, where the logit makes it cost as
+much as an expert's state pays. And its linear layer starts at zero (D = 0.5 on every
+input, so the first rewards are all 0): from ML-Agents' random start the untrained D's
+opinion of the absorbing state against the steps was the policy's first lesson, a gap of
+0.01 made full-size by the normalisation of advantages. With actions (the end's step and
+its done flag) or next observations (the end's own row) D sees the end already; there the
+three were not needed (Basic with actions: 0.930 on 5 of 5 seeds without them) and the
+zero start and the logit measured worse (Basic's seed 3, GridWorld with ML-Agents' inputs),
+so they apply to a D of states alone only.
+Step-limit ends (interrupted) bootstrap from the critic, as before. ``bootstrap_ends``
+(with ``absorbing_state: false``) keeps tftrainers' rule from before absorbing states: every
+end bootstraps from the critic's value of the final observation, as curiosity's stream
+(``configs/imitation/GridWorldGAIL.yaml`` was tuned and measured with it).
 
 The gradient penalty (Gulrajani et al. 2017) is taken at random points between a policy
 and an expert step (one mixing weight per step, the penalty on the gradient over every
@@ -109,6 +134,13 @@ def gail_reward(estimate: np.ndarray) -> np.ndarray:
     return (-np.log(1.0 - estimate * (1.0 - EPSILON))).astype(np.float32)
 
 
+def dac_reward(estimate: np.ndarray) -> np.ndarray:
+    """log(D (1 - eps) + eps) - log(1 - D (1 - eps)) (DAC's form, the logit of D): as
+    negative where D says "policy" as positive where it says "expert"."""
+    estimate = np.asarray(estimate, np.float64) * (1.0 - EPSILON)
+    return (np.log(estimate + EPSILON) - np.log(1.0 - estimate)).astype(np.float32)
+
+
 class DiscriminatorNetwork(keras.Model):
     """The discriminator: NetworkBody (+ VAIL bottleneck) -> linear -> sigmoid.
 
@@ -124,6 +156,10 @@ class DiscriminatorNetwork(keras.Model):
         self.use_vail = bool(settings.use_vail)
         self.use_next_obs = bool(settings.use_next_obs)
         self.absorbing = bool(settings.absorbing_state)
+        # A D of states alone with absorbing states (module doc): terminal rows, DAC's
+        # reward and a zero start.
+        self.states_alone = (self.absorbing and not self.use_actions
+                             and not self.use_next_obs)
         self.observation_specs = tuple(spec.observation_specs)
         action_spec = spec.action_spec
         self.continuous_size = int(action_spec.continuous_size)
@@ -153,9 +189,13 @@ class DiscriminatorNetwork(keras.Model):
             self.beta = self.add_weight(shape=(), initializer="zeros", trainable=False,
                                         name="vail_beta")
             size = Z_SIZE
-        self.estimator = keras.layers.Dense(
-            1, kernel_initializer=keras.initializers.VarianceScaling(
-                ESTIMATOR_GAIN ** 2, mode="fan_avg", distribution="uniform"), name="estimator")
+        # A D of states alone starts at 0.5 on every input (a zero estimator): its random
+        # first opinion of the absorbing state against the steps would otherwise be the
+        # first lesson (module doc). ML-Agents' gain-0.2 start otherwise.
+        kernel = (keras.initializers.Zeros() if self.states_alone else
+                  keras.initializers.VarianceScaling(ESTIMATOR_GAIN ** 2, mode="fan_avg",
+                                                     distribution="uniform"))
+        self.estimator = keras.layers.Dense(1, kernel_initializer=kernel, name="estimator")
         self.estimator.build((None, size))
         self.built = True
 
@@ -214,20 +254,29 @@ class ExpertSteps(NamedTuple):
     absorbing: np.ndarray  # [N] float32, 1 = an absorbing step
 
 
-def expert_steps(demos, next_obs: bool, absorbing: bool) -> ExpertSteps:
-    """The demonstrations' steps and, with ``absorbing``, one absorbing step (zeros, flag 1)
-    after each real end (done and not interrupted), appended after them."""
+def expert_steps(demos, next_obs: bool, absorbing: bool, terminal: bool = False
+                 ) -> ExpertSteps:
+    """The demonstrations' steps, then with ``terminal`` one row of the observation each
+    real end (done and not interrupted) left the episode in (its next observation, no
+    action, done 0), then with ``absorbing`` one absorbing step (zeros, flag 1) per real
+    end."""
     real_end = (np.asarray(demos.done, bool) & ~np.asarray(demos.interrupted, bool))
     parts = ExpertSteps(list(demos.obs), list(demos.next_obs) if next_obs else [],
                         np.asarray(demos.continuous_actions, np.float32),
                         np.asarray(demos.discrete_actions, np.int32),
                         real_end.astype(np.float32), np.zeros(len(real_end), np.float32))
-    if not absorbing:
-        return parts
     ends = int(real_end.sum())
 
     def extend(x, fill=0):
         return np.concatenate([x, np.full((ends, *x.shape[1:]), fill, x.dtype)])
+    if terminal:  # a terminal row's next observation is itself
+        finals = [np.asarray(o)[real_end] for o in demos.next_obs]
+        parts = ExpertSteps([np.concatenate([o, f]) for o, f in zip(parts.obs, finals)],
+                            [np.concatenate([o, f]) for o, f in zip(parts.next_obs, finals)],
+                            extend(parts.continuous), extend(parts.discrete, -1),
+                            extend(parts.done), extend(parts.absorbing))
+    if not absorbing:
+        return parts
     return ExpertSteps([extend(o) for o in parts.obs], [extend(o) for o in parts.next_obs],
                        extend(parts.continuous), extend(parts.discrete, -1),
                        extend(parts.done), extend(parts.absorbing, 1))
@@ -244,13 +293,20 @@ class GAILRewardProvider(RewardProvider):
     # The stream stops at real ends (0 after them), as ML-Agents' does. Without
     # ``absorbing_state`` the always-positive reward then pays for long episodes (survival
     # bias); with it, rewards are measured from the absorbing state's, whose value is then
-    # 0 (module doc; docs/dev/architecture.md#algorithm-facts).
+    # 0 (module doc; docs/dev/architecture.md#algorithm-facts). ``bootstrap_ends`` sets it
+    # per provider.
     ignore_done = False
 
     def __init__(self, name: str, spec: BehaviorSpec, settings: GAILSettings, seed: int = 0):
         super().__init__(name, spec, settings, seed)
         self.absorbing = bool(settings.absorbing_state)
-        self.needs_next_obs = bool(settings.use_next_obs)
+        # A D of states alone also judges the state each real end leaves the episode in
+        # and is paid DAC's reward (module doc); it reads the trainer's next_obs.
+        self.terminal_states = (self.absorbing and not settings.use_actions
+                                and not settings.use_next_obs)
+        if settings.bootstrap_ends:  # the rule before absorbing states (settings exclude both)
+            self.ignore_done = True
+        self.needs_next_obs = bool(settings.use_next_obs) or self.terminal_states
         self.demos = load_demonstrations(settings.demo_path, spec)
         if not len(self.demos):
             raise ValueError(f"{settings.demo_path}: no demonstration steps to imitate")
@@ -262,7 +318,8 @@ class GAILRewardProvider(RewardProvider):
         self.optimizer = FusedAdam(self.network.trainable_variables, settings.learning_rate,
                                    epsilon=1e-8, name=f"{name}_adam")
         self._draws = Draws(seed, name=f"{name}_draws")
-        expert = expert_steps(self.demos, self.needs_next_obs, self.absorbing)
+        expert = expert_steps(self.demos, self.network.use_next_obs, self.absorbing,
+                              self.terminal_states)
         # The expert steps stay in variables the compiled update reads (not graph constants).
         self._expert = tuple(tf.Variable(x, trainable=False) for x in (
             *expert.obs, *expert.next_obs, expert.continuous, expert.discrete, expert.done,
@@ -282,8 +339,20 @@ class GAILRewardProvider(RewardProvider):
         return self.network.inputs_of(batch.obs, continuous, batch.discrete_action,
                                       batch.done, batch.next_obs)
 
+    def _terminal_inputs(self, batch: RewardBatch) -> List[tf.Tensor]:
+        """The body's inputs of the states ``batch``'s steps led to, as terminal rows (no
+        action, done 0)."""
+        size = tf.shape(batch.done)[0]
+        return self.network.inputs_of(
+            batch.next_obs, tf.zeros([size, self.network.continuous_size]),
+            -tf.ones([size, len(self.network.branches)], tf.int32), tf.zeros([size]),
+            batch.next_obs)
+
     def _estimate(self, batch: RewardBatch) -> tf.Tensor:
-        return self.network.estimate(self._policy_inputs(batch))[0]
+        steps = self.network.estimate(self._policy_inputs(batch))[0]
+        if not self.terminal_states:
+            return steps
+        return tf.stack([steps, self.network.estimate(self._terminal_inputs(batch))[0]])
 
     def _absorbing_estimate(self) -> tf.Tensor:
         return self.network.estimate(self.network.absorbing_inputs(1))[0][0]
@@ -297,6 +366,10 @@ class GAILRewardProvider(RewardProvider):
         if not self.absorbing:
             return inputs, weights
         ends = tf.reduce_sum(tf.cast(batch.done, tf.float32) * weights)
+        if self.terminal_states:  # the state each real end left, one row per step
+            inputs = [tf.concat([x, t], axis=0)
+                      for x, t in zip(inputs, self._terminal_inputs(batch))]
+            weights = tf.concat([weights, tf.cast(batch.done, tf.float32) * weights], axis=0)
         inputs = [tf.concat([x, a], axis=0)
                   for x, a in zip(inputs, self.network.absorbing_inputs(1))]
         return inputs, tf.concat([weights, ends[None]], axis=0)
@@ -364,14 +437,23 @@ class GAILRewardProvider(RewardProvider):
 
     # --- Python side ---------------------------------------------------------------------
     def evaluate(self, batch: RewardBatch) -> np.ndarray:
-        reward = gail_reward(self._estimate_fn(batch).numpy())
-        if self.absorbing:  # measured from the absorbing state's reward (module doc)
-            reward = reward - self.absorbing_reward()
-        return reward
+        estimate = self._estimate_fn(batch).numpy()
+        if not self.absorbing:
+            return gail_reward(estimate)
+        # Measured from the absorbing state's reward (module doc).
+        absorbing = self.absorbing_reward()
+        if not self.terminal_states:
+            return gail_reward(estimate) - absorbing
+        # A real end's step also earns, a step later, the state it left the episode in.
+        step, final = dac_reward(estimate[0]) - absorbing, dac_reward(estimate[1]) - absorbing
+        done = np.asarray(batch.done, np.float32)
+        return (step + self.gamma * done * final).astype(np.float32)
 
     def absorbing_reward(self) -> float:
-        """-log(1 - D(absorbing)): the reward of each step in the absorbing state."""
-        return float(gail_reward(self._absorbing_fn().numpy()))
+        """The reward of each step in the absorbing state: its log D - log(1 - D) for a D of
+        states alone, -log(1 - D) otherwise."""
+        reward = dac_reward if self.terminal_states else gail_reward
+        return float(reward(self._absorbing_fn().numpy()))
 
     def trackables(self) -> Dict[str, object]:
         return {f"{self.name}_network": self.network, f"{self.name}_optimizer": self.optimizer,
@@ -379,4 +461,4 @@ class GAILRewardProvider(RewardProvider):
 
 
 __all__ = ["DiscriminatorNetwork", "ExpertSteps", "GAILRewardProvider", "discriminator_loss",
-           "expert_steps", "gail_reward", "gradient_penalty", "vail_kl"]
+           "dac_reward", "expert_steps", "gail_reward", "gradient_penalty", "vail_kl"]
