@@ -17,7 +17,9 @@ N`` (sampling, as it trained): DungeonEscape by the share of group episodes that
 PushBlockCollab by the mean group return (``mean_group_reward``), simple_spread by the
 return summed over its 3 agents (3 x ``mean_reward``; see the README for the reward
 convention next to EPyMARL's MAPPO figure). Every run is its own process; prints one
-line per run (with its wall time) and a table of every seed.
+line per run (with its wall time) and a table of every seed. ``--results-dir DIR`` keeps the
+runs (``DIR/<env>_<trainer>_<seed>``, e.g. for ``tftrainers-plot``); by default they are
+deleted at the end.
 """
 from __future__ import annotations
 
@@ -59,7 +61,7 @@ def run(env: str, trainer: str, seed: int, max_steps: int, episodes: int,
     if trainer == "ppo" and env_id.startswith("builtin:"):
         env_args["shared_reward"] = True
     env_settings["env_args"] = env_args
-    path = os.path.join(workdir, f"{env}_{trainer}.yaml")
+    path = os.path.join(workdir, f"{env}_{trainer}_{seed}.yaml")  # runs may share workdir
     with open(path, "w") as f:
         yaml.safe_dump(config, f)
     run_id = f"{env}_{trainer}_{seed}"
@@ -86,12 +88,16 @@ def main() -> int:
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--trainers", nargs="+", default=["poca", "ppo"],
                         choices=["poca", "ppo"], help="(to run parts in parallel processes)")
+    parser.add_argument("--results-dir", default=None,
+                        help="keep the runs here (default: a temporary folder, deleted)")
     args = parser.parse_args()
     if args.max_steps is not None and len(args.max_steps) != len(args.envs):
         parser.error(f"--max-steps: give one per env ({len(args.envs)}), got "
                      f"{len(args.max_steps)}")
     rows = []
-    with tempfile.TemporaryDirectory() as workdir:
+    with tempfile.TemporaryDirectory() as scratch:
+        workdir = args.results_dir or scratch
+        os.makedirs(workdir, exist_ok=True)
         for k, env in enumerate(args.envs):
             if args.max_steps is None:
                 with open(os.path.join(ROOT, "configs", "poca", ENVS[env][0])) as f:
