@@ -48,7 +48,7 @@ ENVS = {
 
 
 def run(env: str, trainer: str, seed: int, max_steps: int, episodes: int,
-        workdir: str) -> tuple:
+        workdir: str, summary_freq: int = None) -> tuple:
     """Trains one variant and scores it; returns (score, training wall time in s)."""
     config_name, env_id, _, score = ENVS[env]
     with open(os.path.join(ROOT, "configs", "poca", config_name)) as f:
@@ -56,6 +56,8 @@ def run(env: str, trainer: str, seed: int, max_steps: int, episodes: int,
     (behavior,) = config["behaviors"].values()
     behavior["trainer_type"] = trainer
     behavior["max_steps"] = max_steps
+    if summary_freq:
+        behavior["summary_freq"] = summary_freq
     env_settings = config.setdefault("env_settings", {})
     env_args = dict(env_settings.get("env_args") or {})
     if trainer == "ppo" and env_id.startswith("builtin:"):
@@ -88,6 +90,8 @@ def main() -> int:
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--trainers", nargs="+", default=["poca", "ppo"],
                         choices=["poca", "ppo"], help="(to run parts in parallel processes)")
+    parser.add_argument("--summary-freq", type=int, default=None,
+                        help="steps between summaries (CSV rows; default: the config's)")
     parser.add_argument("--results-dir", default=None,
                         help="keep the runs here (default: a temporary folder, deleted)")
     args = parser.parse_args()
@@ -108,7 +112,8 @@ def main() -> int:
             for trainer in args.trainers:
                 scores, walls = [], []
                 for seed in args.seeds:
-                    value, wall = run(env, trainer, seed, steps, args.episodes, workdir)
+                    value, wall = run(env, trainer, seed, steps, args.episodes, workdir,
+                                      args.summary_freq)
                     scores.append(value)
                     walls.append(wall)
                     print(f"{env:15s} {trainer:4s} seed {seed}: {ENVS[env][2]} {value:.3f} "
