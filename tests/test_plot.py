@@ -156,3 +156,17 @@ def test_a_stat_with_alternatives_takes_each_runs_first_logged(tmp_path):
     assert find_stat([REWARD, group], "Group Cumulative Reward|Cumulative Reward") == group
     assert find_stat(list(poca), "Group Cumulative Reward|Cumulative Reward") == REWARD
     assert find_stat(list(poca), "Group Cumulative Reward|Nothing") is None
+
+
+def test_the_band_reaches_the_earliest_end_of_runs_that_stop_a_few_steps_apart(tmp_path):
+    a = read_run(make_run(tmp_path, "s0", [1, 2, 3], steps=[1000, 2000, 3010]))["Ball3D"][REWARD]
+    b = read_run(make_run(tmp_path, "s1", [3, 4, 5], steps=[1000, 2000, 3000]))["Ball3D"][REWARD]
+    steps, median, low, high = band([a, b])
+    np.testing.assert_array_equal(steps, [1000, 2000, 3000])
+    np.testing.assert_allclose(low, [1, 2, 2 + 1000 / 1010])
+
+
+def test_step_ticks_are_short():
+    from tftrainers.plot import _short_number
+    assert [_short_number(v) for v in (0, 0.5, 250_000, 1_000_000, 1_500_000, 40_000)] == [
+        "0", "0.5", "250k", "1M", "1.5M", "40k"]

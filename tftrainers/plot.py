@@ -171,19 +171,27 @@ def _label(runs: Sequence[str], behavior: str, several_behaviors: bool,
     return f"{label}: {behavior}" if several_behaviors else label
 
 
+def _short_number(value: float, _position=None) -> str:
+    """An axis tick: 250000 -> 250k, 1500000 -> 1.5M, 0.5 -> 0.5."""
+    for size, suffix in ((1e6, "M"), (1e3, "k")):
+        if abs(value) >= size:
+            return f"{value / size:g}{suffix}"
+    return f"{value:g}"
+
+
 def band(curves: Sequence[Curve]) -> tuple:
     """Median, min and max of curves over the steps they all cover.
 
     Returns:
         ``(steps [m], median [m], low [m], high [m])``: the steps are those of the curve with
-        the fewest summaries within the common range; every curve is interpolated to them.
+        the fewest summaries, clipped to the common range (runs of one budget end a few
+        steps apart: the band still reaches the earliest end); every curve is interpolated
+        to them.
     """
     start = max(c.steps[0] for c in curves)
     stop = min(c.steps[-1] for c in curves)
     base = min(curves, key=lambda curve: len(curve.steps))
-    steps = base.steps[(base.steps >= start) & (base.steps <= stop)]
-    if len(steps) == 0:
-        steps = np.array([stop])
+    steps = np.unique(np.clip(base.steps, start, stop))
     table = np.stack([np.interp(steps, c.steps, c.values) for c in curves])
     return steps, np.median(table, axis=0), table.min(axis=0), table.max(axis=0)
 
@@ -229,6 +237,7 @@ def plot(runs: Sequence[str], stats: Sequence[str] = (CUMULATIVE_REWARD,), out: 
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import FuncFormatter
     except ImportError:
         raise PlotError('matplotlib is not installed; pip install -e ".[plot]"') from None
 
@@ -252,14 +261,18 @@ def plot(runs: Sequence[str], stats: Sequence[str] = (CUMULATIVE_REWARD,), out: 
                     axis.plot(curves[0].steps, curves[0].values, label=label)
                 else:
                     steps, median, low, high = band(curves)
-                    line, = axis.plot(steps, median, label=label)
-                    axis.fill_between(steps, low, high, color=line.get_color(), alpha=0.2,
+                    line, = axis.plot(steps, median, label=label, linewidth=2)
+                    axis.fill_between(steps, low, high, color=line.get_color(), alpha=0.15,
                                       linewidth=0)
+                    for curve in curves:  # each seed, thin: the median can hide one
+                        axis.plot(curve.steps, curve.values, color=line.get_color(),
+                                  linewidth=0.8, alpha=0.45)
                 drawn += 1
         if not drawn:
             logged = sorted({s for curves in data.values() for c in curves.values() for s in c})
             raise PlotError(f"--stat {wanted}: no run logged it; logged: {', '.join(logged)}")
         axis.set_xlabel(x if x is not None else "steps")
+        axis.xaxis.set_major_formatter(FuncFormatter(_short_number))
         axis.set_ylabel(ylabels[panel] if ylabels is not None
                         else " / ".join(dict.fromkeys(columns)))
         axis.grid(True, alpha=0.3)
