@@ -113,12 +113,13 @@ def test_labels_name_the_curves_and_count_the_seeds(tmp_path, capsys):
     runs += [make_run(tmp_path, f"cur-{s}", [s, s + 2], seed=s, lr=1e-3) for s in range(2)]
     out = tmp_path / "c.svg"
     code, stdout, stderr = run_plot([*runs, "--label", "PPO alone", "PPO + curiosity",
+                                     "--xlabel", "env steps",
                                      "--title", "Pyramids", "--ylabel", "return",
                                      "--out", str(out)], capsys)
     assert code == 0, stderr
     text = out.read_text()
     for shown in ("PPO alone (3 seeds)", "PPO + curiosity (2 seeds)", "Pyramids", "return",
-                  "steps"):
+                  "env steps"):
         assert shown in text, shown
     assert "ppo-" not in text and "cur-" not in text
 

@@ -199,7 +199,7 @@ def band(curves: Sequence[Curve]) -> tuple:
 def plot(runs: Sequence[str], stats: Sequence[str] = (CUMULATIVE_REWARD,), out: str = "curves.png",
          behavior: Optional[str] = None, title: Optional[str] = None,
          labels: Optional[Sequence[str]] = None, x: Optional[str] = None,
-         ylabels: Optional[Sequence[str]] = None) -> str:
+         ylabels: Optional[Sequence[str]] = None, xlabel: Optional[str] = None) -> str:
     """Draws ``stats`` of ``runs`` into ``out`` (.png or .svg) and returns its path.
 
     Args:
@@ -208,6 +208,7 @@ def plot(runs: Sequence[str], stats: Sequence[str] = (CUMULATIVE_REWARD,), out: 
             gets `` (N seeds)`` appended. Default: the runs' common folder name.
         x: A stat for the x axis instead of the step (see :func:`read_run`).
         ylabels: The panels' y-axis labels, one per stat (default: the columns drawn).
+        xlabel: The x-axis label (default: ``steps``, or ``x``).
 
     Raises:
         PlotError: For a missing or empty run, a stat no run logged, a bad ``out``, or
@@ -271,7 +272,7 @@ def plot(runs: Sequence[str], stats: Sequence[str] = (CUMULATIVE_REWARD,), out: 
         if not drawn:
             logged = sorted({s for curves in data.values() for c in curves.values() for s in c})
             raise PlotError(f"--stat {wanted}: no run logged it; logged: {', '.join(logged)}")
-        axis.set_xlabel(x if x is not None else "steps")
+        axis.set_xlabel(xlabel or (x if x is not None else "steps"))
         axis.xaxis.set_major_formatter(FuncFormatter(_short_number))
         axis.set_ylabel(ylabels[panel] if ylabels is not None
                         else " / ".join(dict.fromkeys(columns)))
@@ -313,12 +314,15 @@ def plot_main(argv: Optional[List[str]] = None) -> int:
                              "(default: the runs' common folder name)")
     parser.add_argument("--x", default=None, metavar="NAME",
                         help="a stat for the x axis instead of the step, e.g. 'Teacher Labels'")
+    parser.add_argument("--xlabel", default=None, metavar="TEXT",
+                        help="the x-axis label (default: steps, or the --x stat)")
     parser.add_argument("--ylabel", nargs="+", default=None, metavar="TEXT",
                         help="the y-axis labels, one per --stat (default: the stats' names)")
     args = parser.parse_args(argv)
     # A PlotError leaves through _command: one line, exit code 2.
     print(plot(args.runs, args.stat, args.out, behavior=args.behavior, title=args.title,
-               labels=args.label, x=args.x, ylabels=args.ylabel))
+               labels=args.label, x=args.x, ylabels=args.ylabel,
+               xlabel=args.xlabel))
     return 0
 
 
