@@ -16,7 +16,8 @@ for each N, ``teacher`` mode runs ``N / teacher_agents`` steps (the teacher driv
 of the agents, and only its steps are labelled) and ``dagger`` mode runs ``N`` steps (the
 student drives every agent and the teacher labels every step). Then it prints the smallest
 budget at which each mode scores >= 0.95 on every seed. ``--modes dagger`` (or ``teacher``)
-runs one side only.
+runs one side only. ``--results-dir DIR`` keeps the runs in DIR (default: a new temporary
+folder), e.g. for ``tftrainers-plot``.
 """
 from __future__ import annotations
 
@@ -83,10 +84,12 @@ def main() -> None:
                         help="--dagger: the modes to run (e.g. only dagger after a change "
                              "that leaves teacher mode's code path as it was)")
     parser.add_argument("--episodes", type=int, default=200)
+    parser.add_argument("--results-dir", default=None,
+                        help="keep the runs here (default: a new temporary folder)")
     args = parser.parse_args()
     from tftrainers.console import quiet_tensorflow
     quiet_tensorflow()  # TensorFlow's start-up lines would bury the figures
-    results = tempfile.mkdtemp(prefix="imitation-")
+    results = args.results_dir or tempfile.mkdtemp(prefix="imitation-")
     print("| config | mode | seed | teacher | student | random | score | labels | wall s |")
     print("|---|---|---|---|---|---|---|---|---|")
 

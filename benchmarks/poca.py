@@ -17,7 +17,9 @@ N`` (sampling, as it trained): DungeonEscape by the share of group episodes that
 PushBlockCollab by the mean group return (``mean_group_reward``), simple_spread by the
 return summed over its 3 agents (3 x ``mean_reward``; see the README for the reward
 convention next to EPyMARL's MAPPO figure). Every run is its own process; prints one
-line per run (with its wall time) and a table of every seed.
+line per run (with its wall time) and a table of every seed. ``--results-dir DIR`` keeps the
+runs (``DIR/<env>_<trainer>_<seed>``, e.g. for ``tftrainers-plot``); by default they are
+deleted at the end.
 """
 from __future__ import annotations
 
@@ -46,7 +48,7 @@ ENVS = {
 
 
 def run(env: str, trainer: str, seed: int, max_steps: int, episodes: int,
-        workdir: str) -> tuple:
+        workdir: str, summary_freq: int = None) -> tuple:
     """Trains one variant and scores it; returns (score, training wall time in s)."""
     config_name, env_id, _, score = ENVS[env]
     with open(os.path.join(ROOT, "configs", "poca", config_name)) as f:
@@ -54,12 +56,14 @@ def run(env: str, trainer: str, seed: int, max_steps: int, episodes: int,
     (behavior,) = config["behaviors"].values()
     behavior["trainer_type"] = trainer
     behavior["max_steps"] = max_steps
+    if summary_freq:
+        behavior["summary_freq"] = summary_freq
     env_settings = config.setdefault("env_settings", {})
     env_args = dict(env_settings.get("env_args") or {})
     if trainer == "ppo" and env_id.startswith("builtin:"):
         env_args["shared_reward"] = True
     env_settings["env_args"] = env_args
-    path = os.path.join(workdir, f"{env}_{trainer}.yaml")
+    path = os.path.join(workdir, f"{env}_{trainer}_{seed}.yaml")  # runs may share workdir
     with open(path, "w") as f:
         yaml.safe_dump(config, f)
     run_id = f"{env}_{trainer}_{seed}"
@@ -86,12 +90,18 @@ def main() -> int:
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--trainers", nargs="+", default=["poca", "ppo"],
                         choices=["poca", "ppo"], help="(to run parts in parallel processes)")
+    parser.add_argument("--summary-freq", type=int, default=None,
+                        help="steps between summaries (CSV rows; default: the config's)")
+    parser.add_argument("--results-dir", default=None,
+                        help="keep the runs here (default: a temporary folder, deleted)")
     args = parser.parse_args()
     if args.max_steps is not None and len(args.max_steps) != len(args.envs):
         parser.error(f"--max-steps: give one per env ({len(args.envs)}), got "
                      f"{len(args.max_steps)}")
     rows = []
-    with tempfile.TemporaryDirectory() as workdir:
+    with tempfile.TemporaryDirectory() as scratch:
+        workdir = args.results_dir or scratch
+        os.makedirs(workdir, exist_ok=True)
         for k, env in enumerate(args.envs):
             if args.max_steps is None:
                 with open(os.path.join(ROOT, "configs", "poca", ENVS[env][0])) as f:
@@ -102,7 +112,8 @@ def main() -> int:
             for trainer in args.trainers:
                 scores, walls = [], []
                 for seed in args.seeds:
-                    value, wall = run(env, trainer, seed, steps, args.episodes, workdir)
+                    value, wall = run(env, trainer, seed, steps, args.episodes, workdir,
+                                      args.summary_freq)
                     scores.append(value)
                     walls.append(wall)
                     print(f"{env:15s} {trainer:4s} seed {seed}: {ENVS[env][2]} {value:.3f} "

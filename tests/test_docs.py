@@ -102,6 +102,48 @@ def test_the_configuration_reference_lists_every_key_settings_accepts():
             assert f"{key}`" in page, f"{cls.__name__}'s {key} is not in the reference"
 
 
+def reference_tables():
+    """{section heading: [key, ...]} of docs/reference/configuration.md's key tables."""
+    page = open(os.path.join(DOCS, "reference", "configuration.md"), encoding="utf-8").read()
+    tables = {}
+    for section in re.split(r"^## ", page, flags=re.M)[1:]:
+        keys = re.findall(r"^\| `([^`]+)` \|", section, flags=re.M)
+        if keys:
+            tables[section.splitlines()[0]] = keys
+    return tables
+
+
+def test_each_settings_class_is_one_table_of_the_configuration_reference():
+    """Every field of a settings class is a row of one table, under one key path (so a key
+    cannot pass by a same-named key of another class), and every trainer type, reward signal
+    and sampler type the loader accepts is named."""
+    tables = reference_tables()
+    for cls in settings_classes():
+        names = [f.name for f in dataclasses.fields(cls)]
+        found = False
+        for keys in tables.values():
+            prefixes = {key[:len(key) - len(name)] for key in keys for name in names
+                        if key == name or key.endswith("." + name)}
+            if any(all(prefix + name in keys for name in names) for prefix in prefixes):
+                found = True
+                break
+        assert found, (f"{cls.__name__}: no table of docs/reference/configuration.md lists all "
+                       f"of {names} under one key path")
+    rows = {key: line for line in open(os.path.join(DOCS, "reference", "configuration.md"),
+                                       encoding="utf-8")
+            for key in re.findall(r"^\| `([^`]+)` \|", line)}
+    keys = [key for table in tables.values() for key in table]
+    field = {f.name: f for f in dataclasses.fields(S.TrainerSettings)}
+    for trainer in field["hyperparameters"].metadata["types"]:
+        assert f"`{trainer}`" in rows["trainer_type"], trainer
+    for signal in field["reward_signals"].metadata["key_types"]:
+        assert any(key.startswith(f"reward_signals.{signal}.") for key in keys), signal
+    sampler = {f.name: f for f in dataclasses.fields(S.SamplerSettings)}["sampler_parameters"]
+    (sampler_row,) = [line for key, line in rows.items() if key.endswith(".sampler_type")]
+    for name in sampler.metadata["types"]:
+        assert f"`{name}`" in sampler_row, name
+
+
 def test_the_cli_reference_has_every_command_and_option():
     page = open(os.path.join(DOCS, "reference", "cli.md"), encoding="utf-8").read()
     for name, parser in load_generator().parsers().items():

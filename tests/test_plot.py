@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pytest
 
-from tftrainers.plot import PlotError, band, group_runs, plot_main, read_run
+from tftrainers.plot import PlotError, band, find_stat, group_runs, plot_main, read_run
 
 REWARD = "Environment/Cumulative Reward"
 
@@ -105,3 +105,69 @@ def test_the_installed_command(tmp_path):
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         f"tftrainers-plot: error: {tmp_path / 'missing'}: no such run folder"]
+
+
+def test_labels_name_the_curves_and_count_the_seeds(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    runs = [make_run(tmp_path, f"ppo-{s}", [s, s + 1], seed=s) for s in range(3)]
+    runs += [make_run(tmp_path, f"cur-{s}", [s, s + 2], seed=s, lr=1e-3) for s in range(2)]
+    out = tmp_path / "c.svg"
+    code, stdout, stderr = run_plot([*runs, "--label", "PPO alone", "PPO + curiosity",
+                                     "--xlabel", "env steps",
+                                     "--title", "Pyramids", "--ylabel", "return",
+                                     "--out", str(out)], capsys)
+    assert code == 0, stderr
+    text = out.read_text()
+    for shown in ("PPO alone (3 seeds)", "PPO + curiosity (2 seeds)", "Pyramids", "return",
+                  "env steps"):
+        assert shown in text, shown
+    assert "ppo-" not in text and "cur-" not in text
+
+
+def test_a_label_count_that_is_not_the_curve_count_is_one_line(tmp_path, capsys):
+    runs = [make_run(tmp_path, f"ppo_s{s}", [1, 2], seed=s) for s in range(2)]
+    runs.append(make_run(tmp_path, "poca", [1, 2], lr=1e-3))
+    code, stdout, stderr = run_plot([*runs, "--label", "only one", "--out",
+                                     str(tmp_path / "c.png")], capsys)
+    assert code == 2 and stdout == ""
+    assert stderr.strip().splitlines() == [
+        "tftrainers-plot: error: --label: 1 labels for 2 curves (ppo (2 seeds); poca); give "
+        "one per curve, in that order"]
+    code, _, stderr = run_plot([*runs, "--stat", "Entropy", "--ylabel", "a", "b", "--out",
+                                str(tmp_path / "c.png")], capsys)
+    assert code == 2 and "--ylabel: 2 labels for 1 stats; give one per --stat" in stderr
+
+
+def test_x_puts_a_stat_on_the_x_axis(tmp_path):
+    run = tmp_path / "bc"
+    (run / "run_logs").mkdir(parents=True)
+    (run / "run_logs" / "GridWorld.csv").write_text(
+        f"step,Policy/Teacher Labels,{REWARD}\n1000,500,0.1\n2000,,0.2\n3000,1500,0.3\n")
+    curve = read_run(str(run), x="Teacher Labels")["GridWorld"][REWARD]
+    np.testing.assert_array_equal(curve.steps, [500, 1500])  # a row without labels is left out
+    np.testing.assert_array_equal(curve.values, [0.1, 0.3])
+    with pytest.raises(PlotError, match=r"--x Nothing: .* did not log it for GridWorld; "
+                                        r"logged: step, Policy/Teacher Labels"):
+        read_run(str(run), x="Nothing")
+
+
+def test_a_stat_with_alternatives_takes_each_runs_first_logged(tmp_path):
+    group = "Environment/Group Cumulative Reward"
+    poca = read_run(make_run(tmp_path, "poca", [1, 2]))["Ball3D"]
+    assert find_stat([REWARD, group], "Group Cumulative Reward|Cumulative Reward") == group
+    assert find_stat(list(poca), "Group Cumulative Reward|Cumulative Reward") == REWARD
+    assert find_stat(list(poca), "Group Cumulative Reward|Nothing") is None
+
+
+def test_the_band_reaches_the_earliest_end_of_runs_that_stop_a_few_steps_apart(tmp_path):
+    a = read_run(make_run(tmp_path, "s0", [1, 2, 3], steps=[1000, 2000, 3010]))["Ball3D"][REWARD]
+    b = read_run(make_run(tmp_path, "s1", [3, 4, 5], steps=[1000, 2000, 3000]))["Ball3D"][REWARD]
+    steps, median, low, high = band([a, b])
+    np.testing.assert_array_equal(steps, [1000, 2000, 3000])
+    np.testing.assert_allclose(low, [1, 2, 2 + 1000 / 1010])
+
+
+def test_step_ticks_are_short():
+    from tftrainers.plot import _short_number
+    assert [_short_number(v) for v in (0, 0.5, 250_000, 1_000_000, 1_500_000, 40_000)] == [
+        "0", "0.5", "250k", "1M", "1.5M", "40k"]
