@@ -53,6 +53,25 @@ def test_gradient_steps_follow_steps_per_update_and_stats_are_reported(
     env.close()
 
 
+@pytest.mark.parametrize("signal,stats", [
+    ("curiosity", ["Losses/Curiosity Forward Loss", "Losses/Curiosity Inverse Loss"]),
+    ("rnd", ["Losses/RND Loss"]),
+])
+def test_learned_reward_signals_step_and_score_sampled_batches(tmp_path, signal, stats):
+    env = env_of("builtin:Basic", 2)
+    settings = sac_settings("Basic", {"reward_signal_steps_per_update": 8},
+                            reward_signals={"extrinsic": {}, signal: {"strength": 0.1}})
+    trainer = trainer_for(tmp_path, env, "Basic", settings)
+    drive(env, trainer, 80)
+    provider = trainer.optimizer.reward_providers[signal]
+    # half as many reward-model steps as gradient steps (8 vs 4 agent steps each)
+    assert provider.optimizer.iterations.numpy() == int(trainer.step / 8)
+    assert trainer.gradient_steps == int(trainer.step / 4)
+    assert set(stats) <= set(trainer.last_update)
+    assert all(np.isfinite(trainer.last_update[s]) for s in stats)
+    env.close()
+
+
 def test_hybrid_actions_update(tmp_path):
     from tftrainers.envs.base import ActionSpec, BehaviorSpec, ObservationSpec
     from tftrainers.trainers.sac.optimizer import SACBatch
@@ -66,7 +85,8 @@ def test_hybrid_actions_update(tmp_path):
                      discrete=rng.integers(0, 2, size=(k, b, 2)).astype(np.int32),
                      action_mask=np.ones((k, b, 5), np.float32),
                      rewards=rng.normal(size=(k, b, 1)).astype(np.float32),
-                     done=np.zeros((k, b), np.float32))
+                     done=np.zeros((k, b), np.float32),
+                     reward_update=np.zeros(k, np.float32))
     before = trainer.optimizer.value_adam.iterations.numpy()
     stats = trainer.optimizer.update(batch, 3e-4)
     assert trainer.optimizer.value_adam.iterations.numpy() == before + k  # K steps, one call
@@ -156,9 +176,11 @@ def test_resume_with_and_without_a_saved_buffer(tmp_path, capsys, save):
 @pytest.mark.parametrize("behavior,message", [
     ({"network_settings": {"memory": {"memory_size": 16, "sequence_length": 4}}},
      "behaviors.Basic.network_settings.memory: not available with trainer_type sac"),
-    ({"reward_signals": {"extrinsic": {}, "curiosity": {}}},
-     "behaviors.Basic.reward_signals.curiosity: not available with trainer_type sac in "
-     "this version; available: extrinsic"),
+    ({"reward_signals": {"extrinsic": {}, "gail": {"demo_path": "configs/demos"}}},
+     "behaviors.Basic.reward_signals.gail: not available with trainer_type sac in "
+     "this version; available: extrinsic, curiosity, rnd"),
+    ({"behavioral_cloning": {"demo_path": "configs/demos"}},
+     "behaviors.Basic.behavioral_cloning: not available with trainer_type sac"),
 ])
 def test_unavailable_sac_settings_are_one_line(tmp_path, behavior, message):
     env = env_of("builtin:Basic", 1)

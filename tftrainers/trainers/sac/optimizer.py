@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from tftrainers.networks import Critic
-from tftrainers.rewards import create_reward_providers
+from tftrainers.rewards import RewardBatch, create_reward_providers
 from tftrainers.settings import TrainerSettings
 from tftrainers.tf_utils.adam import FusedAdam
 from tftrainers.tf_utils.compiled import CompiledFunction
@@ -41,6 +41,8 @@ class SACBatch(NamedTuple):
     """K minibatches stacked: each field [K, B, ...] (see ``replay_buffer.Transitions``).
 
     rewards: [K, B, streams] float32, each stream's reward times its strength.
+    reward_update: [K] float32, 1 where the learned reward signals (curiosity, RND) also
+        take a step on that minibatch.
     """
 
     obs: tuple
@@ -50,6 +52,7 @@ class SACBatch(NamedTuple):
     action_mask: object
     rewards: object
     done: object
+    reward_update: object
 
 
 class EntropyCoefficients(tf.Module):
@@ -111,6 +114,10 @@ class SACOptimizer:
         self.draws = Draws(seed, name="sac_draws")
         self.gammas = [p.gamma for p in self.reward_providers.values()]
         self.use_done = [not p.ignore_done for p in self.reward_providers.values()]
+        self.learned_providers = [p for p in self.reward_providers.values()
+                                  if p.update_stat_names]
+        self.reward_stat_names = tuple(n for p in self.learned_providers
+                                       for n in p.update_stat_names)
         self._update = CompiledFunction(self._update_steps, [self._signature()],
                                         jit_compile=jit_compile)
         self._values = None
@@ -125,20 +132,49 @@ class SACOptimizer:
             discrete=tf.TensorSpec([None, None, len(self.branches)], tf.int32),
             action_mask=tf.TensorSpec([None, None, int(sum(self.branches))], tf.float32),
             rewards=tf.TensorSpec([None, None, len(self.streams)], tf.float32),
-            done=tf.TensorSpec([None, None], tf.float32))
+            done=tf.TensorSpec([None, None], tf.float32),
+            reward_update=tf.TensorSpec([None], tf.float32))
 
     def _update_steps(self, batches: SACBatch) -> tf.Tensor:
         """K gradient steps, one per stacked minibatch; returns the mean of each stat of
-        ``STAT_NAMES`` over the steps, [len(STAT_NAMES)]."""
+        ``STAT_NAMES`` over the steps, then of each learned reward signal's over the steps
+        it took, [len(STAT_NAMES) + len(reward_stat_names)]."""
         steps = tf.shape(batches.done)[0]
+        width = len(STAT_NAMES) + len(self.reward_stat_names)
 
         def body(k, total):
             batch = tf.nest.map_structure(lambda x: x[k], batches)
-            return k + 1, total + self._gradient_step(batch)
+            stats = self._gradient_step(batch)
+            if self.reward_stat_names:
+                stats = tf.concat([stats, self._reward_signal_step(batch)], axis=0)
+            return k + 1, total + stats
 
         _, total = tf.while_loop(lambda k, _: k < steps, body,
-                                 (tf.constant(0), tf.zeros([len(STAT_NAMES)])))
-        return total / tf.cast(tf.maximum(steps, 1), tf.float32)
+                                 (tf.constant(0), tf.zeros([width])))
+        counts = tf.concat([
+            tf.fill([len(STAT_NAMES)], tf.cast(steps, tf.float32)),
+            tf.fill([len(self.reward_stat_names)], tf.reduce_sum(batches.reward_update))],
+            axis=0)
+        return total / tf.maximum(counts, 1.0)
+
+    def _reward_signal_step(self, batch: SACBatch) -> tf.Tensor:
+        """One step of every learned reward signal on the minibatch when its flag says so
+        (else zeros): their stats, [len(reward_stat_names)]."""
+        ones = tf.ones_like(batch.done)
+        transitions = RewardBatch(obs=batch.obs, next_obs=batch.next_obs,
+                                  continuous_action=batch.continuous,
+                                  discrete_action=batch.discrete,
+                                  environment_reward=tf.zeros_like(batch.done),
+                                  done=batch.done, mask=ones)
+
+        def step():
+            out = {}
+            for provider in self.learned_providers:
+                out.update(provider.update_step(transitions))
+            return tf.stack([tf.cast(out[n], tf.float32) for n in self.reward_stat_names])
+
+        return tf.cond(batch.reward_update > 0.5, step,
+                       lambda: tf.zeros([len(self.reward_stat_names)]))
 
     def _policy_outputs(self, obs, mask):
         """The policy at ``obs``, reparameterised: (continuous action tanh(u) or None,
@@ -239,7 +275,10 @@ class SACOptimizer:
         for adam in (self.policy_adam, self.value_adam, self.entropy_adam):
             adam.learning_rate.assign(learning_rate)
         out = self._update(batches).numpy()
-        stats = dict(zip(STAT_NAMES, out.tolist()))
+        stats = dict(zip(STAT_NAMES + self.reward_stat_names, out.tolist()))
+        if self.reward_stat_names and not np.any(np.asarray(batches.reward_update)):
+            for name in self.reward_stat_names:
+                del stats[name]
         # ML-Agents reports only the coefficients that exist (its empty-branch mean is NaN).
         if not self.continuous_size:
             del stats["Policy/Continuous Entropy Coeff"]

@@ -23,6 +23,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from tftrainers.processing import Trajectory
+from tftrainers.rewards import RewardBatch
 from tftrainers.settings import ConfigError
 from tftrainers.timers import TIMERS
 from tftrainers.trainers.base import Trainer
@@ -35,7 +36,7 @@ from tftrainers.trainers.schedules import LEARNING_RATE_FLOOR, decayed_value
 #: at once: K x batch_size rows).
 MAX_STEPS_PER_CALL = 256
 #: Reward signals SAC trains with in this version.
-SAC_REWARD_SIGNALS = ("extrinsic",)
+SAC_REWARD_SIGNALS = ("extrinsic", "curiosity", "rnd")
 BUFFER_FILE = re.compile(r"^replay_buffer-(\d+)\.npz$")
 
 
@@ -67,8 +68,10 @@ class SACTrainer(Trainer):
             self.buffer = ReplayBuffer.for_spec(self.spec, hp.buffer_size)
         self.rng = np.random.default_rng(self.seed + 1)  # replay sampling
         self.gradient_steps = 0
+        self.reward_signal_steps = 0  # of the learned reward signals (curiosity, RND)
         self.last_update: Dict[str, float] = {}
-        self._episode_rewards: Dict[int, float] = {}  # per agent, extrinsic so far
+        # Per stream, each agent's reward so far in its current episode.
+        self._episode_rewards: Dict[str, Dict[int, float]] = {}
 
     def create_policy(self) -> Policy:
         import keras
@@ -96,14 +99,21 @@ class SACTrainer(Trainer):
         self._policy.update_normalization(obs)
         for t in trajectories:
             self.buffer.add_trajectory(t)
-        self._report(trajectories, obs)
+        following = [t.next_obs_per_step() for t in trajectories]
+        next_obs = [np.concatenate([f[i] for f in following]) for i in range(n_obs)]
+        for provider in self.optimizer.reward_providers.values():
+            provider.update_normalization(next_obs)
+        self._report(trajectories, obs, next_obs)
         self._update()
 
+    def owed(self, steps_per_update: float) -> int:
+        """Updates owed in all: one per ``steps_per_update`` agent steps collected after
+        ``buffer_init_steps`` (ML-Agents' schedule)."""
+        return max(0, int((self.step - self.hp.buffer_init_steps) / steps_per_update))
+
     def due_steps(self) -> int:
-        """Gradient steps owed: one per ``steps_per_update`` steps collected after
-        ``buffer_init_steps``, minus those done."""
-        owed = int((self.step - self.hp.buffer_init_steps) / self.hp.steps_per_update)
-        return max(0, owed - self.gradient_steps)
+        """Gradient steps owed and not done yet."""
+        return max(0, self.owed(self.hp.steps_per_update) - self.gradient_steps)
 
     def _update(self) -> None:
         if len(self.buffer) < self.hp.batch_size or self.step < self.hp.buffer_init_steps:
@@ -118,24 +128,38 @@ class SACTrainer(Trainer):
         with TIMERS.timed("update"):
             while due:
                 k = min(due, MAX_STEPS_PER_CALL)
-                stats = self.optimizer.update(self._sample(k), learning_rate)
+                # The learned reward signals step on the first minibatches of the call, as
+                # many as are owed on their own schedule (at most one per gradient step).
+                signal_due = min(k, max(0, self.owed(self.hp.reward_signal_steps_per_update)
+                                        - self.reward_signal_steps))
+                flags = (np.arange(k) < signal_due).astype(np.float32)
+                stats = self.optimizer.update(self._sample(k, flags), learning_rate)
+                self.reward_signal_steps += signal_due
                 for name, value in stats.items():
                     totals[name] = totals.get(name, 0.0) + value * k
                 self.gradient_steps += k
                 due -= k
+        # More reward-signal steps owed than gradient steps (reward_signal_steps_per_update
+        # below steps_per_update) are dropped, not carried.
+        self.reward_signal_steps = self.owed(self.hp.reward_signal_steps_per_update)
         self.last_update = {name: total / done for name, total in totals.items()}
         for name, value in self.last_update.items():
             self.stats.set_stat(name, value)
         self.publish_weights()
 
-    def _sample(self, k: int) -> SACBatch:
+    def _sample(self, k: int, reward_update: np.ndarray) -> SACBatch:
         """K minibatches of ``batch_size`` transitions, stacked [K, B, ...], with each
-        stream's reward (times its strength) evaluated on them now."""
+        stream's reward (times its strength) evaluated on them now: curiosity and RND
+        rewards come from the reward models as they are at this update, as ML-Agents."""
         b = self.hp.batch_size
         rows = self.buffer.sample(k * b, self.rng)
         t = self.buffer.batch(rows)
-        rewards = np.stack([t.reward * np.float32(p.strength)
-                            for p in self.optimizer.reward_providers.values()], axis=-1)
+        batch = RewardBatch(obs=t.obs, next_obs=t.next_obs, continuous_action=t.continuous,
+                            discrete_action=t.discrete, environment_reward=t.reward,
+                            done=t.done, mask=np.ones(len(rows), np.float32))
+        rewards = np.stack([provider.evaluate(batch) * np.float32(provider.strength)
+                            for provider in self.optimizer.reward_providers.values()],
+                           axis=-1)
 
         def stack(x):
             return x.reshape(k, b, *x.shape[1:])
@@ -143,25 +167,36 @@ class SACTrainer(Trainer):
                         next_obs=tuple(stack(o) for o in t.next_obs),
                         continuous=stack(t.continuous), discrete=stack(t.discrete),
                         action_mask=stack(t.action_mask), rewards=stack(rewards),
-                        done=stack(t.done))
+                        done=stack(t.done), reward_update=reward_update)
 
-    def _report(self, trajectories: List[Trajectory], obs: List[np.ndarray]) -> None:
-        """``Policy/<Signal> Value`` (V over the drained steps) and ``Policy/Extrinsic
-        Reward`` per finished episode (the environment's plus the group's reward)."""
+    def _report(self, trajectories: List[Trajectory], obs: List[np.ndarray],
+                next_obs: List[np.ndarray]) -> None:
+        """``Policy/<Signal> Value`` (V over the drained steps) and ``Policy/<Signal>
+        Reward`` per finished episode, each stream's reward (times its strength) as its
+        model scores the drained steps (extrinsic: the environment's plus the group's)."""
         values = self.optimizer.state_values(obs)
+        batch = RewardBatch(
+            obs=tuple(obs), next_obs=tuple(next_obs),
+            continuous_action=np.concatenate([t.actions.continuous for t in trajectories]),
+            discrete_action=np.concatenate([t.actions.discrete for t in trajectories]),
+            environment_reward=np.concatenate([t.rewards + t.group_reward
+                                               for t in trajectories]),
+            done=np.concatenate([np.eye(1, len(t), len(t) - 1, dtype=np.float32)[0] * t.done
+                                 for t in trajectories]),
+            mask=np.ones(len(obs[0]), np.float32))
+        bounds = np.cumsum([len(t) for t in trajectories])[:-1]
         for name, provider in self.optimizer.reward_providers.items():
             self.stats.add_stat(f"Policy/{provider.stat_name} Value", values[name])
-        ended = []
-        for t in trajectories:
-            total = self._episode_rewards.get(t.agent_id, 0.0) + float(
-                np.sum(t.rewards) + np.sum(t.group_reward))
-            if t.episode_ended:
-                ended.append(total)
-                self._episode_rewards.pop(t.agent_id, None)
-            else:
-                self._episode_rewards[t.agent_id] = total
-        if ended and "extrinsic" in self.optimizer.reward_providers:
-            self.stats.add_stat("Policy/Extrinsic Reward", np.array(ended))
+            sums = [float(x.sum()) for x in
+                    np.split(provider.evaluate(batch) * np.float32(provider.strength), bounds)]
+            running = self._episode_rewards.setdefault(name, {})
+            ended = []
+            for t, total in zip(trajectories, sums):
+                running[t.agent_id] = running.get(t.agent_id, 0.0) + total
+                if t.episode_ended:
+                    ended.append(running.pop(t.agent_id))
+            if ended:
+                self.stats.add_stat(f"Policy/{provider.stat_name} Reward", np.array(ended))
 
     # --- checkpoints -------------------------------------------------------------------------
     STATE_KEYS = Trainer.STATE_KEYS + ("trainer_rng",)
@@ -175,8 +210,8 @@ class SACTrainer(Trainer):
         self.rng.bit_generator.state = state["trainer_rng"]
         # Derived from the step, not read: a resumed run owes no past updates (ML-Agents
         # #4062 replayed thousands of them while the environment waited).
-        self.gradient_steps = max(0, int((self.step - self.hp.buffer_init_steps)
-                                         / self.hp.steps_per_update))
+        self.gradient_steps = self.owed(self.hp.steps_per_update)
+        self.reward_signal_steps = self.owed(self.hp.reward_signal_steps_per_update)
         if self.buffer is not None and self.hp.save_replay_buffer:
             path = self.buffer_path(self.step)
             if os.path.exists(path):
