@@ -16,6 +16,7 @@ def train(tmp_path, config, hyperparameters, **overrides):
     (behavior,) = data["behaviors"].values()
     behavior["hyperparameters"].update(hyperparameters)
     behavior.update(overrides)
+    data["tf_settings"] = {"jit_compile": False}  # two XLA compiles cost more than they gain
     path = tmp_path / config
     path.write_text(yaml.safe_dump(data))
     results = str(tmp_path / "results")

@@ -29,8 +29,9 @@ def env_of(env_id, num_areas=1):
 
 
 def trainer_for(tmp_path, env, name, settings, **kwargs):
+    # No XLA: a compile per test costs more than these few steps gain from it.
     return create_trainer(name, env.behavior_specs[name], settings, str(tmp_path), seed=0,
-                          **kwargs)
+                          jit_compile=False, **kwargs)
 
 
 @pytest.mark.parametrize("env_id,name,coeffs", [
@@ -76,7 +77,7 @@ def test_hybrid_actions_update(tmp_path):
     from tftrainers.envs.base import ActionSpec, BehaviorSpec, ObservationSpec
     from tftrainers.trainers.sac.optimizer import SACBatch
     spec = BehaviorSpec([ObservationSpec((3,), "v")], ActionSpec(2, (3, 2)))
-    trainer = create_trainer("H", spec, sac_settings("H"), str(tmp_path))
+    trainer = create_trainer("H", spec, sac_settings("H"), str(tmp_path), jit_compile=False)
     k, b = 3, 5
     rng = np.random.default_rng(0)
     batch = SACBatch(obs=(rng.normal(size=(k, b, 3)).astype(np.float32),),
@@ -96,7 +97,7 @@ def test_hybrid_actions_update(tmp_path):
 def test_masked_actions_are_never_taken_by_the_sac_policy(tmp_path):
     from tftrainers.envs.base import ActionSpec, BehaviorSpec, ObservationSpec
     spec = BehaviorSpec([ObservationSpec((3,), "v")], ActionSpec(0, (4,)))
-    trainer = create_trainer("M", spec, sac_settings("M"), str(tmp_path))
+    trainer = create_trainer("M", spec, sac_settings("M"), str(tmp_path), jit_compile=False)
     obs = [tf.random.normal([500, 3])]
     masks = tf.constant([[1.0, 0.0, 1.0, 0.0]] * 500)
     out = trainer.policy.actor(obs, masks)
@@ -137,6 +138,7 @@ behaviors:
 env_settings:
   env_path: builtin:Basic
   seed: 1
+tf_settings: {{jit_compile: false}}
 """
 
 

@@ -118,7 +118,8 @@ class SACOptimizer:
                                   if p.update_stat_names]
         self.reward_stat_names = tuple(n for p in self.learned_providers
                                        for n in p.update_stat_names)
-        self._update = CompiledFunction(self._update_steps, [self._signature()],
+        self._update = CompiledFunction(self._update_steps,
+                                        [self._signature(), tf.TensorSpec([], tf.int32)],
                                         jit_compile=jit_compile)
         self._values = None
 
@@ -135,11 +136,11 @@ class SACOptimizer:
             done=tf.TensorSpec([None, None], tf.float32),
             reward_update=tf.TensorSpec([None], tf.float32))
 
-    def _update_steps(self, batches: SACBatch) -> tf.Tensor:
-        """K gradient steps, one per stacked minibatch; returns the mean of each stat of
-        ``STAT_NAMES`` over the steps, then of each learned reward signal's over the steps
-        it took, [len(STAT_NAMES) + len(reward_stat_names)]."""
-        steps = tf.shape(batches.done)[0]
+    def _update_steps(self, batches: SACBatch, steps: tf.Tensor) -> tf.Tensor:
+        """``steps`` gradient steps, one per stacked minibatch (the first ``steps`` of K:
+        the rest is padding, so that XLA compiles one shape per bucket of K); returns the
+        mean of each stat of ``STAT_NAMES`` over the steps, then of each learned reward
+        signal's over the steps it took, [len(STAT_NAMES) + len(reward_stat_names)]."""
         width = len(STAT_NAMES) + len(self.reward_stat_names)
 
         def body(k, total):
@@ -153,7 +154,8 @@ class SACOptimizer:
                                  (tf.constant(0), tf.zeros([width])))
         counts = tf.concat([
             tf.fill([len(STAT_NAMES)], tf.cast(steps, tf.float32)),
-            tf.fill([len(self.reward_stat_names)], tf.reduce_sum(batches.reward_update))],
+            tf.fill([len(self.reward_stat_names)],
+                    tf.reduce_sum(batches.reward_update[:steps]))],
             axis=0)
         return total / tf.maximum(counts, 1.0)
 
@@ -266,17 +268,20 @@ class SACOptimizer:
                          continuous_coeff, discrete_coeff])
 
     # --- called by the trainer -------------------------------------------------------------
-    def update(self, batches: SACBatch, learning_rate: float) -> Dict[str, float]:
-        """Runs K gradient steps (K = ``len(batches.done)``); returns the stats' means.
+    def update(self, batches: SACBatch, learning_rate: float,
+               steps: int = None) -> Dict[str, float]:
+        """Runs ``steps`` gradient steps on the first ``steps`` minibatches (default: all K
+        of ``batches``); returns the stats' means.
         The critics take the policy's observation statistics first (ML-Agents copies the
         actor's normalizer into every critic at each update)."""
         for net in (self.q1, self.q2, self.value, self.target_value):
             net.body.copy_normalization(self.policy.actor.body)
         for adam in (self.policy_adam, self.value_adam, self.entropy_adam):
             adam.learning_rate.assign(learning_rate)
-        out = self._update(batches).numpy()
+        steps = len(batches.done) if steps is None else int(steps)
+        out = self._update(batches, steps).numpy()
         stats = dict(zip(STAT_NAMES + self.reward_stat_names, out.tolist()))
-        if self.reward_stat_names and not np.any(np.asarray(batches.reward_update)):
+        if self.reward_stat_names and not np.any(np.asarray(batches.reward_update)[:steps]):
             for name in self.reward_stat_names:
                 del stats[name]
         # ML-Agents reports only the coefficients that exist (its empty-branch mean is NaN).

@@ -35,6 +35,9 @@ from tftrainers.trainers.schedules import LEARNING_RATE_FLOOR, decayed_value
 #: Most gradient steps in one compiled call (the sampled minibatches of a call are built
 #: at once: K x batch_size rows).
 MAX_STEPS_PER_CALL = 256
+#: A call's minibatches are padded to one of these counts, so that XLA compiles the update
+#: for two shapes only (the padding is sampled but not trained on).
+STEP_BUCKETS = (16, MAX_STEPS_PER_CALL)
 #: Reward signals SAC trains with in this version.
 SAC_REWARD_SIGNALS = ("extrinsic", "curiosity", "rnd")
 BUFFER_FILE = re.compile(r"^replay_buffer-(\d+)\.npz$")
@@ -64,7 +67,7 @@ class SACTrainer(Trainer):
         self.buffer: Optional[ReplayBuffer] = None
         if not self.inference:
             self.optimizer = SACOptimizer(self._policy, settings, seed=self.seed,
-                                          jit_compile=False)
+                                          jit_compile=self.jit_compile)
             self.buffer = ReplayBuffer.for_spec(self.spec, hp.buffer_size)
         self.rng = np.random.default_rng(self.seed + 1)  # replay sampling
         self.gradient_steps = 0
@@ -132,8 +135,10 @@ class SACTrainer(Trainer):
                 # many as are owed on their own schedule (at most one per gradient step).
                 signal_due = min(k, max(0, self.owed(self.hp.reward_signal_steps_per_update)
                                         - self.reward_signal_steps))
-                flags = (np.arange(k) < signal_due).astype(np.float32)
-                stats = self.optimizer.update(self._sample(k, flags), learning_rate)
+                bucket = next(b for b in STEP_BUCKETS if k <= b)
+                flags = (np.arange(bucket) < signal_due).astype(np.float32)
+                stats = self.optimizer.update(self._sample(bucket, flags), learning_rate,
+                                              steps=k)
                 self.reward_signal_steps += signal_due
                 for name, value in stats.items():
                     totals[name] = totals.get(name, 0.0) + value * k
