@@ -114,3 +114,15 @@ def test_memory_per_million_transitions():
                           ActionSpec(0, (3, 3)))
     buffer = ReplayBuffer.for_spec(visual, 1000)
     assert buffer.bytes_per_row == 84 * 84 * 3 + 2 * 4 + 6 + 4 + 1 + 1
+
+
+def test_images_that_are_not_8_bit_levels_are_kept_as_floats():
+    buffer = ReplayBuffer.for_spec(SPEC, 16)
+    buffer.add_trajectory(trajectory(0, 3))
+    odd = trajectory(5, 2)
+    odd.obs[1][:] = 0.123456  # not k / 255
+    buffer.add_trajectory(odd)
+    assert buffer.obs[1].dtype == np.float32
+    b = buffer.batch(np.flatnonzero(buffer.valid))
+    np.testing.assert_allclose(b.obs[1][:3, 0, 0, 0], np.array([0, 1, 2]) / 255, atol=1e-7)
+    np.testing.assert_allclose(b.obs[1][3:, 0, 0, 0], 0.123456, atol=1e-7)

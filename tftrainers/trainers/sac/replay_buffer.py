@@ -11,9 +11,10 @@ acted from, its action and reward; the next observation of row t is the observat
 t + 1, and the extra last row holds the trajectory's ``next_obs`` (it is not a transition:
 ``valid`` 0, never sampled). Observations are therefore stored once, where ML-Agents'
 buffer keeps every observation twice (as ``obs`` and ``next_obs``; its users ran out of
-memory with images, ML-Agents #4601). Visual observations are stored as uint8 (``x * 255``
-rounded: Unity's and our visual observations are 8-bit images scaled to [0, 1]), a quarter
-of float32.
+memory with images, ML-Agents #4601). Visual observations are stored as uint8 (``x * 255``:
+Unity's, our built-ins' and Gymnasium's uint8 images arrive as 8-bit levels scaled to
+[0, 1]), a quarter of float32; an image observation that is not such levels switches its
+column to float32 the first time one arrives, so nothing is ever rounded.
 
 The ring replaces the oldest rows first. A transition's next row was written after it in
 the same ``add_trajectory``, so it is overwritten only after the transition itself: every
@@ -142,8 +143,21 @@ class ReplayBuffer:
 
     def _put_obs(self, index: int, rows: np.ndarray, values: np.ndarray) -> None:
         if self.visual[index]:
-            values = np.clip(np.rint(values * 255.0), 0, 255)
+            levels = np.rint(values * 255.0)
+            if levels.min() < 0 or levels.max() > 255 or not np.allclose(
+                    levels * np.float32(1.0 / 255.0), values, rtol=0, atol=1e-6):
+                self._store_as_float(index)  # not an 8-bit image: keep every value
+            else:
+                values = levels
         self.obs[index][rows] = values
+
+    def _store_as_float(self, index: int) -> None:
+        """From now on observation ``index`` is kept as float32 (what was stored as uint8
+        is converted exactly)."""
+        self.obs[index] = self.obs[index].astype(np.float32) * np.float32(1.0 / 255.0)
+        visual = list(self.visual)
+        visual[index] = False
+        self.visual = tuple(visual)
 
     def _get_obs(self, index: int, rows: np.ndarray) -> np.ndarray:
         values = self.obs[index][rows]
@@ -213,6 +227,10 @@ class ReplayBuffer:
                                  f"this version reads {FORMAT_VERSION}")
             capacity, position, size, _ = (int(x) for x in data["counters"])
             arrays = {k: data[k] for k in data.files if k not in ("version", "counters")}
+        for i in range(len(self.obs)):  # a column the saved buffer had to keep as floats
+            saved = arrays.get(f"obs_{i}")
+            if self.visual[i] and saved is not None and saved.dtype == np.float32:
+                self._store_as_float(i)
         mine = dict(zip([f"obs_{i}" for i in range(len(self.obs))]
                         + ["continuous", "discrete", "action_mask", "reward", "done", "valid"],
                         self.arrays()))
