@@ -206,3 +206,17 @@ def test_checkpoint_restores_every_variable(tmp_path):
         np.testing.assert_array_equal(a, b, err_msg=name)
     assert other.step == trainer.step
     env.close()
+
+
+def test_keras_export_rebuilds_the_squashed_policy():
+    from tftrainers.envs.base import ActionSpec, BehaviorSpec, ObservationSpec
+    from tftrainers.export.keras_export import keras_model
+    from tftrainers.settings import NetworkSettings
+    from tftrainers.trainers.policy import Policy
+    spec = BehaviorSpec([ObservationSpec((3,), "v")], ActionSpec(2, ()))
+    policy = Policy(spec, NetworkSettings(hidden_units=8, num_layers=1), tanh_squash=True)
+    x = (np.random.default_rng(0).normal(size=(5, 3)) * 3).astype(np.float32)
+    out = keras_model(policy)({"obs_0": x})
+    encoding, _ = policy.actor.body([tf.constant(x)])
+    expected = np.tanh(policy.actor.action_model.mean(encoding).numpy())
+    np.testing.assert_allclose(out["deterministic_continuous_actions"], expected, atol=1e-5)
