@@ -90,6 +90,16 @@ class SACTrainer(Trainer):
     def policy(self) -> Policy:
         return self._policy
 
+    def acting_setup(self):
+        """The base's, with env workers held to about one update call of steps per weight
+        version (the base's ``buffer_size`` is PPO's update size; a replay buffer's
+        50000+ let workers run tens of thousands of steps past max_steps)."""
+        setup = super().acting_setup()
+        if self.inference:
+            return setup
+        steps = int(MAX_STEPS_PER_CALL * self.hp.steps_per_update)
+        return setup._replace(steps_per_version=max(steps, self.settings.time_horizon))
+
     def trackables(self) -> Dict[str, object]:
         if self.optimizer is None:
             return dict(self._policy.trackables())
