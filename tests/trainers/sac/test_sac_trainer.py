@@ -175,6 +175,17 @@ def test_resume_with_and_without_a_saved_buffer(tmp_path, capsys, save):
         assert seen["buffer"] == 0
 
 
+def test_a_replay_buffer_larger_than_memory_is_refused_in_one_line(tmp_path, monkeypatch):
+    from tftrainers.trainers.sac import trainer as sac_trainer
+    monkeypatch.setattr(sac_trainer, "available_memory", lambda: 10**6)
+    env = env_of("builtin:Basic", 1)
+    with pytest.raises(ConfigError, match=r"^behaviors.Basic.hyperparameters.buffer_size: "
+                                          r"200000 transitions of \d+ bytes need [\d.]+ GB, "
+                                          r"more than the 0.0 GB of memory available"):
+        trainer_for(tmp_path, env, "Basic", sac_settings("Basic", {"buffer_size": 200000}))
+    env.close()
+
+
 @pytest.mark.parametrize("behavior,message", [
     ({"network_settings": {"memory": {"memory_size": 16, "sequence_length": 4}}},
      "behaviors.Basic.network_settings.memory: not available with trainer_type sac"),

@@ -43,6 +43,18 @@ SAC_REWARD_SIGNALS = ("extrinsic", "curiosity", "rnd")
 BUFFER_FILE = re.compile(r"^replay_buffer-(\d+)\.npz$")
 
 
+def available_memory():
+    """Bytes of memory available to allocate now (Linux' MemAvailable), or None."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 class SACTrainer(Trainer):
     """Trains one behavior with soft actor-critic (see the module doc)."""
 
@@ -68,7 +80,14 @@ class SACTrainer(Trainer):
         if not self.inference:
             self.optimizer = SACOptimizer(self._policy, settings, seed=self.seed,
                                           jit_compile=self.jit_compile)
-            self.buffer = ReplayBuffer.for_spec(self.spec, hp.buffer_size)
+            self.buffer = ReplayBuffer.for_spec(self.spec, hp.buffer_size)  # not touched yet
+            available = available_memory()
+            if available is not None and self.buffer.nbytes > available:
+                raise ConfigError(
+                    f"{key}.hyperparameters.buffer_size: {hp.buffer_size} transitions of "
+                    f"{self.buffer.bytes_per_row} bytes need {self.buffer.nbytes / 1e9:.1f} GB, "
+                    f"more than the {available / 1e9:.1f} GB of memory available; lower it "
+                    f"(ML-Agents #4601: a replay buffer that does not fit fails much later)")
         self.rng = np.random.default_rng(self.seed + 1)  # replay sampling
         self.gradient_steps = 0
         self.reward_signal_steps = 0  # of the learned reward signals (curiosity, RND)
