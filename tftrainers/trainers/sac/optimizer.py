@@ -14,7 +14,7 @@ the loop are graph code; no file, queue or counter is touched here.
 from __future__ import annotations
 
 import math
-from typing import Dict, List, NamedTuple, Sequence
+from typing import Dict, List, NamedTuple
 
 import numpy as np
 import tensorflow as tf
