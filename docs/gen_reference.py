@@ -83,6 +83,12 @@ SECTIONS: List[Tuple[str, str, str, type, str]] = [
      "512-5120 for continuous ones; `buffer_size` 2048-409600, a multiple of `batch_size`; "
      "`learning_rate` 1e-5 to 1e-3; `beta` 1e-4 to 1e-2; `epsilon` 0.1-0.3; `lambd` 0.9-0.95; "
      "`num_epoch` 3-10."),
+    ("SAC hyperparameters", "sac-hyperparameters", "hyperparameters.", S.SACSettings,
+     "For `trainer_type: sac`; see [SAC](../trainers/sac.md). ML-Agents' keys and defaults. "
+     "Typical ranges, as ML-Agents gives them: `batch_size` 128-1024 for continuous actions "
+     "and 32-512 for discrete ones; `buffer_size` 50000-1000000; `buffer_init_steps` "
+     "1000-10000; `tau` 0.005-0.01; `steps_per_update` 1-20 (about the number of agents); "
+     "`init_entcoef` 0.5-1.0 continuous, 0.05-0.5 discrete."),
     ("Behavioral cloning trainer hyperparameters", "behavioral-cloning-trainer-hyperparameters",
      "hyperparameters.", S.BCSettings,
      "For `trainer_type: bc` (a tftrainers trainer: a student learns from a teacher, a "
@@ -149,7 +155,8 @@ SECTIONS: List[Tuple[str, str, str, type, str]] = [
 ]
 
 # Classes that are documented as the value of a key without a section of their own.
-_SELECTED = {"hyperparameters": "[PPO and MA-POCA](#ppo-and-ma-poca-hyperparameters) or "
+_SELECTED = {"hyperparameters": "[PPO and MA-POCA](#ppo-and-ma-poca-hyperparameters), "
+                                "[SAC](#sac-hyperparameters) or "
                                 "[BC trainer](#behavioral-cloning-trainer-hyperparameters) "
                                 "hyperparameters, by `trainer_type`",
              "sampler_parameters": "the sampler's parameters, by `sampler_type`: "

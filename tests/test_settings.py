@@ -652,8 +652,19 @@ RS = "behaviors.Ball3D.reward_signals"
      "resnet, match3, fully_connected"),
     (ball(behavior="network_settings: {goal_conditioning_type: film}\n"),
      f"{NS}.goal_conditioning_type: 'film' is not a known value; allowed: hyper, none"),
-    ("behaviors:\n  Ball3D:\n    trainer_type: sac\n    hyperparameters: {tau: 0.005}\n",
-     "behaviors.Ball3D.trainer_type: 'sac' is not a known value; allowed: ppo, poca, bc"),
+    ("behaviors:\n  Ball3D:\n    trainer_type: td3\n    hyperparameters: {tau: 0.005}\n",
+     "behaviors.Ball3D.trainer_type: 'td3' is not a known value; allowed: ppo, poca, sac, bc"),
+    # SAC's keys, checked as PPO's
+    ("behaviors:\n  Ball3D:\n    trainer_type: sac\n    hyperparameters: {tau: 0}\n",
+     "behaviors.Ball3D.hyperparameters.tau: 0.0 is out of range; allowed: 0 < tau <= 1"),
+    ("behaviors:\n  Ball3D:\n    trainer_type: sac\n    hyperparameters: {steps_per_update: -1}\n",
+     "behaviors.Ball3D.hyperparameters.steps_per_update: -1.0 is out of range; allowed: "
+     "steps_per_update > 0"),
+    ("behaviors:\n  Ball3D:\n    trainer_type: sac\n    hyperparameters: {batch_size: 512, "
+     "buffer_size: 256}\n", "behaviors.Ball3D.hyperparameters.buffer_size: 256 is out of range; "
+     "allowed: buffer_size >= batch_size (512)"),
+    ("behaviors:\n  Ball3D:\n    trainer_type: sac\n    hyperparameters: {beta: 0.01}\n",
+     "behaviors.Ball3D.hyperparameters.beta: unknown key"),
     (ball(top="tf_settings: {device: cuda}\n"),
      "tf_settings.device: 'cuda' is not a known value; allowed: cpu, gpu"),
     # required keys

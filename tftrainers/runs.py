@@ -236,7 +236,8 @@ def load_policy(run_dir: str, behavior: str, spec: Optional[BehaviorSpec] = None
             os.path.join(directory, INDEX_FILE)):
         raise CheckpointError(f"{directory}: no checkpoint of behavior '{behavior}'")
     from tftrainers.trainers.policy import Policy  # TensorFlow: only once the run checks out
-    policy = Policy(trained, settings.network_settings, seed=seed, deterministic=deterministic)
+    policy = Policy(trained, settings.network_settings, seed=seed, deterministic=deterministic,
+                    tanh_squash=settings.trainer_type == "sac")
     trackables = dict(policy.trackables())
     critic = None
     if with_critic and settings.trainer_type == "ppo" and settings.hyperparameters.shared_critic:

@@ -272,9 +272,39 @@ class BCSettings(_Settings):
                   ("brain_to_imitate", "excludes", "demo_path"))
 
 
+@dataclass(kw_only=True)
+class SACSettings(_Settings):
+    """Soft actor-critic hyperparameters (``trainer_type: sac``): ML-Agents' keys and
+    defaults (docs/trainers/sac.md)."""
+
+    batch_size: int = _opt("Transitions sampled from the replay buffer per gradient step.",
+                           128, ge=1)
+    buffer_size: int = _opt("Transitions the replay buffer holds (the oldest are replaced); "
+                            ">= batch_size.", 50000, ge=1)
+    buffer_init_steps: int = _opt("Steps collected (by the untrained policy) before the first "
+                                  "update.", 0, ge=0)
+    learning_rate: float = _opt("Adam learning rate of the policy, the Q and value networks "
+                                "and the entropy coefficients.", 3.0e-4, gt=0)
+    learning_rate_schedule: str = _opt("Learning rate over training: constant or linear decay.",
+                                       "constant", choices=SCHEDULES)
+    tau: float = _opt("Soft update rate of the target value network (target = tau * value + "
+                      "(1 - tau) * target, after every gradient step).", 0.005, gt=0, le=1)
+    steps_per_update: float = _opt("Agent steps per gradient step (about the number of "
+                                   "agents: more = fewer updates per step).", 1.0, gt=0)
+    save_replay_buffer: bool = _opt("Save the replay buffer with every checkpoint and restore "
+                                    "it on --resume.", False)
+    init_entcoef: float = _opt("Initial entropy coefficient (alpha) of every discrete branch "
+                               "and of the continuous actions.", 1.0, gt=0)
+    reward_signal_steps_per_update: float = _opt(
+        "Agent steps per update of the learned reward signals (null: steps_per_update).",
+        None, gt=0, default_from="steps_per_update")
+
+    _relations = (("buffer_size", ">=", "batch_size"),)
+
+
 #: trainer_type -> its hyperparameters class.
 TRAINER_TYPES: Mapping[str, type] = MappingProxyType(
-    {"ppo": PPOSettings, "poca": POCASettings, "bc": BCSettings})
+    {"ppo": PPOSettings, "poca": POCASettings, "sac": SACSettings, "bc": BCSettings})
 
 
 # ----------------------------------------------------------------------- reward signals
@@ -408,9 +438,10 @@ class SelfPlaySettings(_Settings):
 class TrainerSettings(_Settings):
     """Everything about training one behavior (``behaviors.<Name>`` / ``default_settings``)."""
 
-    trainer_type: str = _opt("Trainer: ppo, poca (MA-POCA) or bc (behavioral cloning).",
+    trainer_type: str = _opt("Trainer: ppo, poca (MA-POCA), sac (soft actor-critic) or bc "
+                             "(behavioral cloning).",
                              "ppo", choices=TRAINER_TYPES)
-    hyperparameters: Union[PPOSettings, POCASettings, BCSettings] = _opt(
+    hyperparameters: Union[PPOSettings, POCASettings, SACSettings, BCSettings] = _opt(
         "Algorithm hyperparameters; the keys depend on trainer_type.", None,
         select_by="trainer_type", types=TRAINER_TYPES)
     network_settings: NetworkSettings = _opt("Policy (and critic) network.",

@@ -55,7 +55,7 @@ def test_dry_run_prints_the_resolved_configuration(tmp_path, capsys):
      "behaviors.Basic.hyperparameters.batch_sise: unknown key"),
     (BASIC.replace("max_steps: 400", "max_steps: lots"), "behaviors.Basic.max_steps"),
     (BASIC.replace("batch_size: 32", "batch_size: -4"), "behaviors.Basic.hyperparameters.batch_size"),
-    (BASIC.replace("trainer_type: ppo", "trainer_type: sac"), "trainer_type"),
+    (BASIC.replace("trainer_type: ppo", "trainer_type: td3"), "trainer_type"),
     (BASIC.replace("Basic:\n", "Walker:\n", 1), "Basic"),
     (BASIC.replace("{}", "").replace(
         "network_settings:", "reward_signals: {gail: {demo_path: x.demo}}\n    network_settings:"),

@@ -44,7 +44,8 @@ class ExportedPolicy(keras.layers.Layer):
     Args:
         behavior_spec: ``BehaviorSpec.to_dict()``.
         network: the actor's shape: ``hidden_units``, ``num_layers``, ``normalize``,
-            ``vis_encode_type``, ``memory_size``, ``encoder`` (``MODULE:NAME`` or None).
+            ``vis_encode_type``, ``memory_size``, ``encoder`` (``MODULE:NAME`` or None),
+            ``tanh_squash`` (SAC's actions; absent: false).
     """
 
     def __init__(self, behavior_spec: Dict[str, Any], network: Dict[str, Any], **kwargs):
@@ -55,7 +56,8 @@ class ExportedPolicy(keras.layers.Layer):
         self.memory_size = int(network["memory_size"])
         self.actor = PolicyNetwork(self.spec, network["hidden_units"], network["num_layers"],
                                    network["normalize"], network["vis_encode_type"],
-                                   self.memory_size, encoder=network.get("encoder"))
+                                   self.memory_size, encoder=network.get("encoder"),
+                                   tanh_squash=network.get("tanh_squash", False))
         self.built = True
 
     def call(self, inputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
@@ -90,7 +92,8 @@ def keras_model(policy) -> keras.Model:
         encoder = name
     network = {"hidden_units": ns.hidden_units, "num_layers": ns.num_layers,
                "normalize": ns.normalize, "vis_encode_type": ns.vis_encode_type,
-               "memory_size": int(policy.memory_size), "encoder": encoder}
+               "memory_size": int(policy.memory_size), "encoder": encoder,
+               "tanh_squash": bool(getattr(policy, "tanh_squash", False))}
     layer = ExportedPolicy(policy.spec.to_dict(), network, name="policy")
     for mine, theirs in zip(layer.actor.variables, policy.actor.variables):
         mine.assign(theirs)

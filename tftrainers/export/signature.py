@@ -17,9 +17,11 @@ Inputs (all float32, batch dimension free):
 
 Outputs (``output_names``):
     ``version_number`` [1] float32 = 3, ``memory_size`` [1] float32;
-    continuous: ``continuous_actions`` [B, c] float32 = clip(Gaussian sample, -3, 3) / 3,
+    continuous: ``continuous_actions`` [B, c] float32 = clip(Gaussian sample, -3, 3) / 3
+    (SAC's squashed Gaussian: tanh of the sample; see ``SquashedActionModel``),
     ``continuous_action_output_shape`` [1] float32 = c,
-    ``deterministic_continuous_actions`` [B, c] float32 = clip(mean, -3, 3) / 3;
+    ``deterministic_continuous_actions`` [B, c] float32 = clip(mean, -3, 3) / 3 (SAC:
+    tanh(mean));
     discrete: ``discrete_actions`` [B, branches] int64 (sampled from the masked logits),
     ``discrete_action_output_shape`` [branches] float32 = branch sizes,
     ``deterministic_discrete_actions`` [B, branches] int64 (argmax of the masked logits);

@@ -142,8 +142,7 @@ class ActionModel(keras.layers.Layer):
                                            kernel_initializer=kaiming_normal(0.2),
                                            name="mean")
             self.mean.build((None, self.encoding_size))
-            self.log_std = self.add_weight(shape=(self.continuous_size,), initializer="zeros",
-                                           trainable=True, name="log_std")
+            self.log_std = self._make_log_std()
         branch_heads = []
         for i, size in enumerate(self.discrete_branches):
             head = keras.layers.Dense(size, kernel_initializer=kaiming_normal(0.1),
@@ -152,6 +151,11 @@ class ActionModel(keras.layers.Layer):
             branch_heads.append(head)
         self.branch_heads = track_layers(self, "branch", branch_heads)
         self.built = True
+
+    def _make_log_std(self):
+        """A trainable, state-independent log std vector initialised to 0 (PPO's)."""
+        return self.add_weight(shape=(self.continuous_size,), initializer="zeros",
+                               trainable=True, name="log_std")
 
     def call(self, encoding: tf.Tensor, masks: Optional[tf.Tensor] = None) -> ActionSample:
         return self.sample(encoding, masks)
@@ -275,6 +279,34 @@ class ActionModel(keras.layers.Layer):
     def env_actions(raw_continuous: tf.Tensor) -> tf.Tensor:
         """What the env receives (and ONNX exports): ``clip(x, -3, 3) / 3`` in [-1, 1]."""
         return tf.clip_by_value(raw_continuous, -3.0, 3.0) / 3.0
+
+
+class SquashedActionModel(ActionModel):
+    """The action model of SAC (ML-Agents' ``tanh_squash`` and ``conditional_sigma``): the
+    log std is a Dense head of the encoding, clipped to [-20, 2], and the env receives
+    ``tanh`` of the Gaussian sample (deterministic: of the mean) instead of
+    ``clip(x, -3, 3) / 3``. Samples, log-probabilities and entropies stay those of the
+    Gaussian before the squash (the SAC update adds the tanh correction); discrete
+    branches are ActionModel's."""
+
+    #: Bounds of the state-dependent log std (ML-Agents' and the SAC paper's).
+    LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
+
+    def _make_log_std(self):
+        head = keras.layers.Dense(self.continuous_size, kernel_initializer=kaiming_normal(0.2),
+                                  name="log_std")
+        head.build((None, self.encoding_size))
+        return head
+
+    def _gaussian(self, encoding: tf.Tensor):
+        mean = self.mean(encoding)
+        log_std = tf.clip_by_value(self.log_std(encoding), self.LOG_STD_MIN, self.LOG_STD_MAX)
+        return mean, log_std
+
+    @staticmethod
+    def env_actions(raw_continuous: tf.Tensor) -> tf.Tensor:
+        """What the env receives (and ONNX exports): ``tanh(x)`` in (-1, 1)."""
+        return tf.tanh(raw_continuous)
 
 
 def _pick(log_softmax: tf.Tensor, action: tf.Tensor) -> tf.Tensor:

@@ -25,7 +25,8 @@ import keras
 import tensorflow as tf
 
 from tftrainers.envs.base import BehaviorSpec
-from tftrainers.networks.action_model import ActionEvaluation, ActionModel, ActionNoise, Actions
+from tftrainers.networks.action_model import (ActionEvaluation, ActionModel, ActionNoise, Actions,
+                                              SquashedActionModel)
 from tftrainers.networks.body import NetworkBody
 
 
@@ -36,18 +37,23 @@ class PolicyNetwork(keras.Model):
         behavior_spec: observation specs and action spec of the behavior.
         hidden_units, num_layers, normalize, vis_encode_type, memory_size,
             goal_conditioning, encoder: ML-Agents ``network_settings`` (see ``NetworkBody``).
+        tanh_squash: SAC's action model (``SquashedActionModel``: state-dependent log std,
+            env actions ``tanh`` of the sample) instead of PPO's.
     """
 
     def __init__(self, behavior_spec: BehaviorSpec, hidden_units: int = 128, num_layers: int = 2,
                  normalize: bool = False, vis_encode_type: str = "simple", memory_size: int = 0,
-                 encoder=None, name: str | None = "policy", goal_conditioning: str = "hyper", **kwargs):
+                 encoder=None, name: str | None = "policy", goal_conditioning: str = "hyper",
+                 tanh_squash: bool = False, **kwargs):
         super().__init__(name=name, **kwargs)
         self.behavior_spec = behavior_spec
         self.body = NetworkBody(behavior_spec.observation_specs, hidden_units, num_layers,
                                 normalize, vis_encode_type, memory_size, name="body",
                                 goal_conditioning=goal_conditioning, encoder=encoder)
-        self.action_model = ActionModel(self.body.encoding_size, behavior_spec.action_spec,
-                                        name="action_model")
+        model = SquashedActionModel if tanh_squash else ActionModel
+        self.tanh_squash = bool(tanh_squash)
+        self.action_model = model(self.body.encoding_size, behavior_spec.action_spec,
+                                  name="action_model")
         self.built = True
 
     @property
@@ -74,7 +80,8 @@ class PolicyNetwork(keras.Model):
         Returns:
             dict with
               continuous_action [B, c] raw Gaussian sample (what PPO stores),
-              env_continuous_action [B, c] = clip(raw, -3, 3) / 3 (what the env gets),
+              env_continuous_action [B, c] = clip(raw, -3, 3) / 3, or tanh(raw) with
+                  tanh_squash (what the env gets),
               discrete_action [B, branches] int32,
               log_probs_continuous [B, c], log_probs_discrete [B, branches],
               entropy [B] (mean over continuous dims + sum over branches),
@@ -84,7 +91,7 @@ class PolicyNetwork(keras.Model):
         sample = self.action_model.sample(encoding, masks, noise)
         return {
             "continuous_action": sample.continuous,
-            "env_continuous_action": ActionModel.env_actions(sample.continuous),
+            "env_continuous_action": self.action_model.env_actions(sample.continuous),
             "discrete_action": sample.discrete,
             "log_probs_continuous": sample.log_probs_continuous,
             "log_probs_discrete": sample.log_probs_discrete,
@@ -105,7 +112,7 @@ class PolicyNetwork(keras.Model):
         actions = self.action_model.deterministic(encoding, masks)
         return {
             "continuous_action": actions.continuous,
-            "env_continuous_action": ActionModel.env_actions(actions.continuous),
+            "env_continuous_action": self.action_model.env_actions(actions.continuous),
             "discrete_action": actions.discrete,
             "memory": self._memory_out(new_memory, encoding),
         }

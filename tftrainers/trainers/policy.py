@@ -51,10 +51,13 @@ class Policy:
         deterministic: the act graph takes the most likely actions (inference with
             ``network_settings.deterministic``).
         jit_compile: XLA-compile the TensorFlow act call.
+        tanh_squash: SAC's squashed Gaussian (env actions tanh of the sample) instead of
+            PPO's clipped one.
     """
 
     def __init__(self, spec: BehaviorSpec, network_settings: NetworkSettings, seed: int = 0,
-                 deterministic: bool = False, jit_compile: bool = True):
+                 deterministic: bool = False, jit_compile: bool = True,
+                 tanh_squash: bool = False):
         ns = network_settings
         self.spec = spec
         self.network_settings = ns
@@ -65,7 +68,8 @@ class Policy:
         self.actor = PolicyNetwork(spec, ns.hidden_units, ns.num_layers, ns.normalize,
                                    ns.vis_encode_type, self.memory_size,
                                    goal_conditioning=ns.goal_conditioning_type,
-                                   encoder=ns.encoder)
+                                   encoder=ns.encoder, tanh_squash=tanh_squash)
+        self.tanh_squash = bool(tanh_squash)
         self.layout = ActLayout(spec, self.memory_size)
         self._jit_compile = jit_compile
         self._tf_act = None  # traced on first use

@@ -9,7 +9,8 @@ def create_trainer(behavior_name: str, spec, settings: TrainerSettings, run_dir:
     from tftrainers.trainers.bc.trainer import BCTrainer
     from tftrainers.trainers.poca.trainer import POCATrainer
     from tftrainers.trainers.ppo.trainer import PPOTrainer
-    trainers = {"ppo": PPOTrainer, "poca": POCATrainer, "bc": BCTrainer}
+    from tftrainers.trainers.sac.trainer import SACTrainer
+    trainers = {"ppo": PPOTrainer, "poca": POCATrainer, "sac": SACTrainer, "bc": BCTrainer}
     cls = trainers.get(settings.trainer_type)
     if cls is None:
         raise ConfigError(f"behaviors.{behavior_name}.trainer_type: '{settings.trainer_type}' is "
