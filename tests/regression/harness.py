@@ -9,7 +9,8 @@ regression tests evolve): learning rate 5e-3 with a *constant* schedule, beta an
 *linear* (ML-Agents builds that config in Python, where PPOSettings and POCASettings keep
 their linear default; the YAML rule that they follow the learning rate's schedule does not
 apply), batch 16, buffer 64, one layer of 32 units, max_steps 3000, every other key at its
-default (time_horizon 64, beta 5e-3, epsilon 0.2, lambd 0.95, num_epoch 3, gamma 0.99). ``VARIANTS`` holds the tasks and the changes each of ML-Agents' tests makes.
+default (time_horizon 64, beta 5e-3, epsilon 0.2, lambd 0.95, num_epoch 3, gamma 0.99).
+``VARIANTS`` holds the tasks and the changes each of ML-Agents' tests makes.
 """
 from __future__ import annotations
 
