@@ -15,7 +15,8 @@ SimpleEnvManager), as its ``check_environment_trains``.
 
 Prints one JSON line per seed (ML-Agents' criterion, the mean of the last five final
 rewards; wrong-end finishes among the last 50 and 100; the range of the critic's value
-estimates, all and from step 1,500 on, and of the lambda returns; the last policy entropy),
+estimates, all and from step 1,500 on, and of the lambda returns; the last policy entropy;
+the mean V that the last 200 members finishing before their group bootstrapped from),
 then a table. Each seed runs in its own process.
 """
 from __future__ import annotations
@@ -54,7 +55,17 @@ def child(seed: int, way: str, max_steps: int) -> None:
         EnvironmentParametersChannel)
 
     register_trainer_plugins()
-    values, returns, entropy = [], [], []
+    values, returns, entropy, leavers = [], [], [], []
+    leaving = [False]  # whether the trajectory being processed is a member's that left early
+    process = poca_trainer.POCATrainer._process_trajectory
+
+    def recording_process(self, trajectory):
+        leaving[0] = trajectory.done_reached and not trajectory.all_group_dones_reached
+        try:
+            return process(self, trajectory)
+        finally:
+            leaving[0] = False
+    poca_trainer.POCATrainer._process_trajectory = recording_process
     # Record the critic's estimates and the lambda returns as ML-Agents' POCA trainer
     # computes them (wrapping its functions; training is unchanged).
     estimate = optimizer_torch.TorchPOCAOptimizer.get_trajectory_and_baseline_value_estimates
@@ -63,6 +74,8 @@ def child(seed: int, way: str, max_steps: int) -> None:
         out = estimate(self, *args, **kwargs)
         v = out[0]["extrinsic"]
         values.append((self.policy.get_current_step(), float(v.min()), float(v.max())))
+        if leaving[0]:  # the V it bootstraps from (its value_next)
+            leavers.append(float(np.asarray(out[2]["extrinsic"]).ravel()[-1]))
         return out
     optimizer_torch.TorchPOCAOptimizer.get_trajectory_and_baseline_value_estimates = \
         recording_estimate
@@ -108,7 +121,8 @@ def child(seed: int, way: str, max_steps: int) -> None:
         "values": [min(v[1] for v in values), max(v[2] for v in values)],
         "late_values": [min(v[1] for v in late), max(v[2] for v in late)] if late else None,
         "returns": [min(r[0] for r in returns), max(r[1] for r in returns)],
-        "entropy": entropy[-1] if entropy else None}))
+        "entropy": entropy[-1] if entropy else None,
+        "leaver_bootstrap": float(np.mean(leavers[-200:])) if leavers else None}))
 
 
 def run_one(seed: int, way: str, max_steps: int) -> dict:

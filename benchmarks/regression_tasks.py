@@ -43,6 +43,7 @@ def run_one(variant: str, seed: int) -> dict:
 def child(variant: str, seed: int) -> None:
     from tftrainers.console import import_tensorflow
     import_tensorflow()
+    import numpy as np
     from regression.harness import run_variant
     result = run_variant(variant, seed)
     last50 = result.final_rewards[-50:]
@@ -56,7 +57,9 @@ def child(variant: str, seed: int) -> None:
                       "values": result.value_range, "returns": result.return_range,
                       "late_values": result.estimate_range(from_step=result.steps // 2),
                       "baselines": result.estimate_range("Policy/Extrinsic Baseline Estimate"),
-                      "group_returns": result.group_returns and result.group_returns[-5:]}))
+                      "group_returns": result.group_returns and result.group_returns[-5:],
+                      "leaver_bootstrap": (float(np.mean(result.leaver_bootstraps[-200:]))
+                                           if result.leaver_bootstraps else None)}))
 
 
 def main(argv=None) -> int:
@@ -114,7 +117,8 @@ def main(argv=None) -> int:
             print(f"{r['variant']:36s} seed {r['seed']:5d}  values "
                   f"[{r['values'][0]:6.2f}, {r['values'][1]:6.2f}]  late "
                   f"[{late[0]:6.2f}, {late[1]:6.2f}]  returns "
-                  f"[{r['returns'][0]:6.2f}, {r['returns'][1]:6.2f}]")
+                  f"[{r['returns'][0]:6.2f}, {r['returns'][1]:6.2f}]  leavers' bootstrap "
+                  f"{r.get('leaver_bootstrap') or float('nan'):5.2f}")
     return 0
 
 

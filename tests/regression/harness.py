@@ -5,12 +5,12 @@
     result.passed, result.score       # ML-Agents' pass criterion and its figure
 
 ``mlagents_config`` starts from ML-Agents' ``dummy_config.py`` (the trainer settings its
-regression tests evolve): learning rate 5e-3 with a *constant* schedule (here beta and epsilon
-are constant too, by the YAML rule; ML-Agents builds that config in Python, where they keep
-their linear default: on the POCA group task and the hybrid 2 + 1 task's stuck seeds that
-changed no outcome, docs/experiments/2026-11-25-poca-group-task.md), batch 16, buffer 64, one layer of 32 units, max_steps 3000, every other
-key at its default (time_horizon 64, beta 5e-3, epsilon 0.2, lambd 0.95, num_epoch 3, gamma
-0.99). ``VARIANTS`` holds the tasks and the changes each of ML-Agents' tests makes.
+regression tests evolve): learning rate 5e-3 with a *constant* schedule, beta and epsilon
+*linear* (ML-Agents builds that config in Python, where PPOSettings and POCASettings keep
+their linear default; the YAML rule that they follow the learning rate's schedule does not
+apply), batch 16, buffer 64, one layer of 32 units, max_steps 3000, every other key at its
+default (time_horizon 64, beta 5e-3, epsilon 0.2, lambd 0.95, num_epoch 3, gamma 0.99).
+``VARIANTS`` holds the tasks and the changes each of ML-Agents' tests makes.
 """
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ def mlagents_config(trainer_type: str = "ppo", **overrides) -> dict:
     """ML-Agents' dummy test config as a YAML-shaped dict; nested dicts update sections."""
     config = {"trainer_type": trainer_type,
               "hyperparameters": {"learning_rate": 5.0e-3, "learning_rate_schedule": "constant",
+                                  "beta_schedule": "linear", "epsilon_schedule": "linear",
                                   "batch_size": 16, "buffer_size": 64},
               "network_settings": {"num_layers": 1, "hidden_units": 32},
               "summary_freq": 500, "max_steps": 3000}
@@ -63,6 +64,9 @@ class Result:
     #: the trained actor for goal -1 and +1: raw Gaussian means [2, c], log std [c],
     #: probabilities of action 1 per discrete branch [2, branches]
     probe: Optional[dict] = None
+    #: POCA: V the members that finished before their group bootstrapped from (one per
+    #: such trajectory, the extrinsic stream)
+    leaver_bootstraps: Optional[List[float]] = None
 
     @property
     def score(self) -> float:
@@ -83,9 +87,11 @@ class Result:
 
 
 def train(env, config: dict, seed: int, act_runtime: str = "tensorflow",
-          max_env_steps: Optional[int] = None) -> Result:
+          max_env_steps: Optional[int] = None, leaver_bootstrap: Optional[str] = None
+          ) -> Result:
     """Trains behavior ``1D`` of ``env`` until the trainer's max_steps (as ML-Agents'
-    ``check_environment_trains``), then reports its final rewards."""
+    ``check_environment_trains``), then reports its final rewards. ``leaver_bootstrap``
+    sets POCA's (``POCATrainer.leaver_bootstrap``)."""
     settings = RunOptions.from_dict({"behaviors": {BEHAVIOR: copy.deepcopy(config)}}
                                     ).settings_for(BEHAVIOR)
     start = time.perf_counter()
@@ -116,6 +122,19 @@ def train(env, config: dict, seed: int, act_runtime: str = "tensorflow",
                                     max(ranges[what][1], float(np.max(array)))]
             append_to_buffer(trajectories, fields, computed)
         trainer.append_to_buffer = recording_append
+        leavers: List[float] = []
+        if leaver_bootstrap is not None:
+            trainer.leaver_bootstrap = leaver_bootstrap
+        group_estimates = getattr(trainer.optimizer, "group_estimates", None)
+        if group_estimates is not None:
+            def recording_estimates(trajectories, *args):
+                out = group_estimates(trajectories, *args)
+                boot = out.bootstrap.get("extrinsic")
+                if boot is not None:
+                    leavers.extend(float(b) for t, b in zip(trajectories, boot)
+                                   if t.done and not t.group_done)
+                return out
+            trainer.optimizer.group_estimates = recording_estimates
         trainer.subscribe(trainer.create_agent_manager(env))
         managers = {BEHAVIOR: trainer.managers[0]}
         env.reset()
@@ -130,7 +149,8 @@ def train(env, config: dict, seed: int, act_runtime: str = "tensorflow",
     return Result(list(env.final_rewards), trainer.step, time.perf_counter() - start,
                   {k: [tuple(float(x) for x in row) for row in v] for k, v in seen.items()},
                   list(getattr(env, "group_returns", [])) or None,
-                  finite["values"], finite["returns"], probe)
+                  finite["values"], finite["returns"], probe,
+                  leavers if group_estimates is not None else None)
 
 
 def _probe(trainer, env) -> Optional[dict]:
@@ -164,6 +184,8 @@ class Variant:
     env_kwargs: dict
     config: dict
     mlagents_test: str
+    #: keyword arguments of ``train`` (e.g. POCA's leaver_bootstrap)
+    train_kwargs: dict = field(default_factory=dict)
 
     def make_env(self, seed: int, **overrides):
         return self.env_class(seed=seed, **{**self.env_kwargs, **overrides})
@@ -238,6 +260,13 @@ VARIANTS: Dict[str, Variant] = {v.name: v for v in [
             _poca(**_VISUAL), "test_visual_poca[1]"),
     Variant("poca_group_discrete_builtin_steps", *_group(action_sizes=(0, 1), unity_steps=False),
             _poca(), "test_simple_poca[(0, 1)], reported the built-in way"),
+    Variant("poca_group_discrete_remaining", *_group(action_sizes=(0, 1)), _poca(),
+            "test_simple_poca[(0, 1)], leavers bootstrap from the members still present",
+            {"leaver_bootstrap": "remaining"}),
+    Variant("poca_group_discrete_builtin_steps_remaining",
+            *_group(action_sizes=(0, 1), unity_steps=False), _poca(),
+            "test_simple_poca[(0, 1)], built-in way, leavers bootstrap from the members "
+            "still present", {"leaver_bootstrap": "remaining"}),
     Variant("poca_memory_discrete", *_line(action_sizes=(0, 1), memory=True), _poca(**_MEMORY),
             "test_recurrent_poca[(0, 1), single agent]"),
 ]}
@@ -245,4 +274,5 @@ VARIANTS: Dict[str, Variant] = {v.name: v for v in [
 
 def run_variant(name: str, seed: int, **kwargs) -> Result:
     variant = VARIANTS[name]
-    return train(variant.make_env(seed), variant.config, seed, **kwargs)
+    return train(variant.make_env(seed), variant.config, seed,
+                 **{**variant.train_kwargs, **kwargs})

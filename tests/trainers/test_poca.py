@@ -119,6 +119,51 @@ def test_lambda_returns_and_baseline_advantages_by_hand(tmp_path):
                                [.5, .5, 0, 0])
 
 
+def test_a_leaver_bootstraps_from_the_members_still_present_when_asked(tmp_path):
+    env = make("builtin:DungeonEscape", seed=0, num_areas=1)
+    spec = env.behavior_specs["DungeonEscape"]
+    settings = trainer_settings("DungeonEscape", trainer_type="poca")
+    trainer = make_trainer(tmp_path, env, "DungeonEscape", settings, jit_compile=False)
+    size = spec.observation_specs[0].shape[0]
+
+    def trajectory(own, mates, mask, done, group_done, agent):
+        zeros = np.zeros((1, 0), np.float32)
+        return Trajectory(
+            obs=[np.zeros((1, size), np.float32)], next_obs=[np.full(size, own, np.float32)],
+            actions=ActionTuple(zeros, np.zeros((1, 1), np.int32)),
+            log_probs=LogProbs(zeros, np.zeros((1, 1), np.float32)),
+            action_mask=np.ones((1, 5), np.float32), rewards=np.zeros(1, np.float32),
+            values={}, memory=None, group_id=np.ones(1, np.int32),
+            group_reward=np.zeros(1, np.float32), done=done, interrupted=False,
+            agent_id=agent, teammate_obs=[np.zeros((1, 2, size), np.float32)],
+            teammate_actions=ActionTuple(np.zeros((1, 2, 0), np.float32),
+                                         np.zeros((1, 2, 1), np.int32)),
+            teammate_mask=np.ones((1, 2), np.float32), groupmate_rewards=np.zeros(1, np.float32),
+            next_teammate_obs=[np.stack([np.full(size, m, np.float32) for m in mates])],
+            next_teammate_mask=np.array(mask, np.float32), group_done=group_done)
+
+    trajectories = [
+        trajectory(1, [2, 3], [0, 1], done=True, group_done=False, agent=0),  # left early
+        trajectory(4, [5, 6], [1, 1], done=False, group_done=False, agent=1),  # goes on
+        trajectory(7, [8, 9], [0, 0], done=True, group_done=False, agent=2),  # left last
+    ]
+    seen = {}
+    optimizer = trainer.optimizer
+    optimizer.estimates = lambda batch: ({"extrinsic": np.zeros(3, np.float32)},
+                                         {"extrinsic": np.zeros(3, np.float32)})
+
+    def group_value(batch):
+        seen["obs"], seen["mask"] = batch.obs[0][:, 0].tolist(), batch.team_mask.tolist()
+        return {"extrinsic": np.zeros(3, np.float32)}
+    optimizer.group_value = group_value
+    trainer.compute_targets(trajectories)  # ML-Agents': every member, the leaver included
+    assert seen == {"obs": [1, 4, 7], "mask": [[0, 1], [1, 1], [0, 0]]}
+    trainer.leaver_bootstrap = "remaining"
+    trainer.compute_targets(trajectories)
+    # The early leaver's V is its present teammate's alone; the others' are unchanged.
+    assert seen == {"obs": [3, 4, 7], "mask": [[0, 0], [1, 1], [0, 0]]}
+
+
 @pytest.mark.parametrize("unity_steps", [False, True])
 def test_poca_credits_the_sacrifice(tmp_path, unity_steps):
     # unity_steps: the dead member comes back in the step its group ends, as in Unity;

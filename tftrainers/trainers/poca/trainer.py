@@ -37,6 +37,11 @@ from tftrainers.trainers.poca.optimizer import GroupBatch, POCAOptimizer
 class POCATrainer(OnPolicyTrainer):
     """Trains one behavior whose agents cooperate in groups with MA-POCA."""
 
+    #: what a member that left before its group bootstraps from: "group", V of every member
+    #: after its last step, itself included (ML-Agents); "remaining", V of the members still
+    #: present, without it (measured in docs/experiments/2026-11-25-poca-group-task.md)
+    leaver_bootstrap = "group"
+
     def __init__(self, behavior_name, spec, settings, *args, **kwargs):
         units = settings.network_settings.hidden_units
         if units % 4:
@@ -108,6 +113,9 @@ class POCATrainer(OnPolicyTrainer):
             team_discrete=np.zeros((len(trajectories), width,
                                     self.spec.action_spec.discrete_size), np.int32),
             team_mask=np.stack([g[5] for g in teams]))
+        if self.leaver_bootstrap == "remaining":
+            after = _without_leavers(after, np.array([t.done and not t.group_done
+                                                      for t in trajectories]))
         optimizer.update_normalization(obs)
         optimizer.observe_group_size(1 + max(team.team_mask.sum(axis=1).max(),
                                              after.team_mask.sum(axis=1).max()))
@@ -151,3 +159,20 @@ class POCATrainer(OnPolicyTrainer):
         if estimates.memory is not None:
             computed[BufferKey.CRITIC_MEMORY] = estimates.memory
         self.append_to_buffer(trajectories, fields, computed)
+
+
+def _without_leavers(after: GroupBatch, leaving: np.ndarray) -> GroupBatch:
+    """``after`` with each leaving row's own observation replaced by its first present
+    teammate's (that slot then masked): V of the members still present, without the one
+    that left. Rows without a present teammate are unchanged."""
+    mask = after.team_mask
+    rows = np.flatnonzero(leaving & (mask > 0).any(axis=1))
+    if not len(rows):
+        return after
+    first = np.argmax(mask[rows] > 0, axis=1)
+    obs = [o.copy() for o in after.obs]
+    for o, t in zip(obs, after.team_obs):
+        o[rows] = t[rows, first]
+    team_mask = mask.copy()
+    team_mask[rows, first] = 0.0
+    return after._replace(obs=obs, team_mask=team_mask)
