@@ -24,7 +24,7 @@ import keras
 import tensorflow as tf
 
 from tftrainers.envs.base import ActionSpec, allowed_action_mask  # noqa: F401 (re-export)
-from tftrainers.networks.layers import linear_kaiming_normal, track_layers
+from tftrainers.networks.layers import kaiming_normal, track_layers
 
 _LOG_2PI = math.log(2.0 * math.pi)
 MASKED_LOGIT = 1e8
@@ -118,9 +118,9 @@ def apply_mask(logits: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
 class ActionModel(keras.layers.Layer):
     """Gaussian and categorical heads over an encoding.
 
-    Continuous: mean = Dense(encoding) started as ML-Agents' (std 0.2 / sqrt(fan_in)), log
-    std a trainable, state-independent vector initialised to 0. Discrete: one logits Dense
-    per branch (std 0.1 / sqrt(fan_in)).
+    Continuous: mean = Dense(encoding) (small init, as ML-Agents' kernel gain 0.2), log std a
+    trainable, state-independent vector initialised to 0. Discrete: one logits Dense per
+    branch (kernel gain 0.1).
 
     Args:
         encoding_size: size of the encoding the heads read.
@@ -139,13 +139,13 @@ class ActionModel(keras.layers.Layer):
         self.log_std = None
         if self.continuous_size:
             self.mean = keras.layers.Dense(self.continuous_size,
-                                           kernel_initializer=linear_kaiming_normal(0.2),
+                                           kernel_initializer=kaiming_normal(0.2),
                                            name="mean")
             self.mean.build((None, self.encoding_size))
             self.log_std = self._make_log_std()
         branch_heads = []
         for i, size in enumerate(self.discrete_branches):
-            head = keras.layers.Dense(size, kernel_initializer=linear_kaiming_normal(0.1),
+            head = keras.layers.Dense(size, kernel_initializer=kaiming_normal(0.1),
                                       name=f"branch_{i}")
             head.build((None, self.encoding_size))
             branch_heads.append(head)

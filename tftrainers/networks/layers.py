@@ -39,17 +39,6 @@ def kaiming_normal(gain: float = 1.0) -> keras.initializers.Initializer:
                                               distribution="untruncated_normal")
 
 
-def linear_kaiming_normal(gain: float = 1.0) -> keras.initializers.Initializer:
-    """ML-Agents' ``linear_layer`` with ``KaimingHeNormal``: torch's ``kaiming_normal_``
-    with ``nonlinearity="linear"`` times ``gain``, a normal with std ``gain / sqrt(fan_in)``
-    (``kaiming_normal``'s width over sqrt(2)). The action heads use it, as ML-Agents' (mean
-    gain 0.2, branch logits 0.1): with 2 continuous dimensions the sqrt(2) wider mean layer
-    left one dimension at the same end for both goals on some seeds of ML-Agents'
-    regression tasks (docs/experiments/2026-11-25-regression-tasks.md)."""
-    return keras.initializers.VarianceScaling(scale=gain * gain, mode="fan_in",
-                                              distribution="untruncated_normal")
-
-
 def track_layers(owner: keras.layers.Layer, prefix: str,
                  layers: Sequence[LayerT]) -> Tuple[LayerT, ...]:
     """Sets ``owner.<prefix>_<i> = layers[i]`` so checkpoints see them; returns a tuple
