@@ -211,6 +211,11 @@ class _OnPolicyHyperparameters(_Settings):
     max_grad_norm: Optional[float] = _opt(
         "Clip the global gradient norm to this (null: no clipping, as ML-Agents; "
         "Stable-Baselines3's default: 0.5).", None, gt=0)
+    advantage_scale_floor: float = _opt(
+        "Advantages are divided by their spread over the update buffer, but never by less "
+        "than this (reward units; ML-Agents: std + 1e-10). Raise it towards the rewards' "
+        "scale when a solved policy's rare mistakes must not become 10-sigma updates.",
+        1.0e-4, gt=0)
 
     _relations = (("buffer_size", ">=", "batch_size"),)
 
