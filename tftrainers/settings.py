@@ -213,8 +213,8 @@ class _OnPolicyHyperparameters(_Settings):
         "Stable-Baselines3's default: 0.5).", None, gt=0)
     advantage_scale_floor: float = _opt(
         "Advantages are divided by their spread over the update buffer, but never by less "
-        "than this (reward units; ML-Agents: std + 1e-10). Raise it towards the rewards' "
-        "scale when a solved policy's rare mistakes must not become 10-sigma updates.",
+        "than this (in reward units). Towards the rewards' scale it keeps a solved policy's "
+        "rare mistakes from becoming 10-sigma updates (see the Hallway config).",
         1.0e-4, gt=0)
 
     _relations = (("buffer_size", ">=", "batch_size"),)
