@@ -41,6 +41,7 @@ EXTENSIONS: Dict[Tuple[type, str], str] = {
     (S._OnPolicyHyperparameters, "clip_value"): "ML-Agents always clips the value loss; "
                                                "`false` is Stable-Baselines3's plain squared error.",
     (S._OnPolicyHyperparameters, "max_grad_norm"): "ML-Agents never clips the gradient.",
+    (S._OnPolicyHyperparameters, "advantage_scale_floor"): "ML-Agents divides by `std + 1e-10`.",
     (S.BCSettings, "batches_per_epoch"): "From ML-Agents 0.x's online BC trainer.",
     (S.BCSettings, "teacher"): "The whole `bc` trainer is ML-Agents 0.x's online/offline BC, "
                                "brought back; see [BC](../trainers/bc.md).",

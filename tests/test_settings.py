@@ -535,7 +535,8 @@ RS = "behaviors.Ball3D.reward_signals"
     (ball("batch_sizee: 32\n"),
      f"{HP}.batch_sizee: unknown key for PPOSettings (did you mean batch_size?); "
      "allowed: batch_size, buffer_size, learning_rate, beta, epsilon, lambd, num_epoch, "
-     "learning_rate_schedule, beta_schedule, epsilon_schedule, clip_value, max_grad_norm, shared_critic"),
+     "learning_rate_schedule, beta_schedule, epsilon_schedule, clip_value, max_grad_norm, "
+     "advantage_scale_floor, shared_critic"),
     (ball(behavior="max_step: 10\n"), "behaviors.Ball3D.max_step: unknown key for "
      "TrainerSettings (did you mean max_steps?); allowed: trainer_type, hyperparameters,"),
     (ball(behavior="network_settings: {hidden: 3}\n"), f"{NS}.hidden: unknown key"),

@@ -211,6 +211,11 @@ class _OnPolicyHyperparameters(_Settings):
     max_grad_norm: Optional[float] = _opt(
         "Clip the global gradient norm to this (null: no clipping, as ML-Agents; "
         "Stable-Baselines3's default: 0.5).", None, gt=0)
+    advantage_scale_floor: float = _opt(
+        "Advantages are divided by their spread over the update buffer, but never by less "
+        "than this (in reward units). Towards the rewards' scale it keeps a solved policy's "
+        "rare mistakes from becoming 10-sigma updates (see the Hallway config).",
+        1.0e-4, gt=0)
 
     _relations = (("buffer_size", ">=", "batch_size"),)
 

@@ -78,6 +78,24 @@ def test_advantages_are_normalised_over_real_steps_with_a_floor_on_the_scale():
     assert not normalized_advantages(adv, np.zeros(4, np.float32)).any()  # no real step
 
 
+def test_advantage_scale_floor_keeps_a_solved_buffers_rare_mistake_in_reward_units():
+    """A solved buffer: every episode as the critic predicted but one wrong goal (-1.1 at its
+    goal step). Divided by the buffer's spread that one step becomes a ~30-sigma advantage;
+    with a floor of 0.5 (hyperparameters.advantage_scale_floor) it stays -1.1 / 0.5."""
+    from tftrainers.trainers.on_policy import normalized_advantages
+    adv = np.zeros(1024, np.float32)
+    adv[7] = -1.1
+    mask = np.ones(1024, np.float32)
+    spread = normalized_advantages(adv, mask)
+    assert spread[7] < -30
+    floored = normalized_advantages(adv, mask, 0.5)
+    np.testing.assert_allclose(floored[7], (-1.1 + 1.1 / 1024) / 0.5, rtol=1e-5)
+    # Real learning signal (a spread above the floor) is scaled as before.
+    wide = np.random.default_rng(0).normal(0, 2.0, 1024).astype(np.float32)
+    np.testing.assert_allclose(normalized_advantages(wide, mask, 0.5),
+                               normalized_advantages(wide, mask), rtol=1e-6)
+
+
 def test_ratio_diagnostics_known_answer():
     from tftrainers.trainers.ppo.optimizer import ratio_diagnostics
     # Step 1: ratios e^0.5 = 1.65 and e^-0.5 = 0.61, both outside [0.8, 1.2]; the whole

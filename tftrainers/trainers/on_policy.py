@@ -26,13 +26,15 @@ from tftrainers.trainers.base import Trainer
 from tftrainers.trainers.policy import Policy
 
 
-#: Advantages are divided by their spread over the buffer, but never by less than this.
+#: Advantages are divided by their spread over the buffer, but never by less than this
+#: (the default of ``hyperparameters.advantage_scale_floor``).
 ADVANTAGE_SCALE_FLOOR = 1e-4
 
 
-def normalized_advantages(advantages: np.ndarray, mask: np.ndarray) -> np.ndarray:
+def normalized_advantages(advantages: np.ndarray, mask: np.ndarray,
+                          floor: float = ADVANTAGE_SCALE_FLOOR) -> np.ndarray:
     """``advantages`` centred and scaled over the real steps (``mask`` 1) of the buffer, as
-    ML-Agents normalises them, except that the scale is at least ``ADVANTAGE_SCALE_FLOOR``.
+    ML-Agents normalises them, except that the scale is at least ``floor``.
 
     Once a task is solved to the same return every episode (Hallway), the value fits the
     returns to float precision and the advantages are rounding noise around 1e-8; ML-Agents'
@@ -41,12 +43,20 @@ def normalized_advantages(advantages: np.ndarray, mask: np.ndarray) -> np.ndarra
     broke a solved Hallway policy (0.98 to chance, 460k steps into seed 0). With the floor,
     noise stays noise and the entropy bonus keeps acting; real advantages (a spread above
     1e-4, i.e. any reward signal a policy can still learn from) are scaled exactly as before.
+
+    A floor near the rewards' scale (``hyperparameters.advantage_scale_floor``) goes
+    further: once a policy is solved and nearly deterministic, the buffer's spread comes
+    from the one or two episodes where it sampled a rare action, and dividing by it turns
+    that episode's advantages into 10-sigma ones (a wrong goal's -1.1 into -13.7, one
+    wasted step's -0.013 into -9.5). After a quiet period Adam's second moments are small,
+    so that one episode's gradient moves every weight by up to ~3 learning rates at once;
+    in Hallway this erased the memory's cue (docs/experiments/2026-11-26-hallway-cue.md).
     """
     real = mask > 0
     if not real.any():
         return np.zeros_like(advantages, dtype=np.float32)
     mean, std = advantages[real].mean(), advantages[real].std()
-    return ((advantages - mean) / max(std, ADVANTAGE_SCALE_FLOOR) * mask).astype(np.float32)
+    return ((advantages - mean) / max(std, floor) * mask).astype(np.float32)
 
 
 class OnPolicyTrainer(Trainer):
@@ -128,7 +138,8 @@ class OnPolicyTrainer(Trainer):
         when ``threaded``); the trainer collects into a fresh buffer meanwhile."""
         mask = self.buffer[BufferKey.MASK]
         self.buffer[BufferKey.ADVANTAGES] = normalized_advantages(
-            self.buffer[BufferKey.ADVANTAGES], mask)
+            self.buffer[BufferKey.ADVANTAGES], mask,
+            self.settings.hyperparameters.advantage_scale_floor)
         buffer, step = self.buffer, self.step
         self.buffer = AgentBuffer(self._policy.sequence_length)
         if not self.settings.threaded:
