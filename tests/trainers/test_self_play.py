@@ -401,6 +401,31 @@ def test_mlagents_self_play_files_dry_run_without_a_note(tmp_path, capsys, text)
     assert "self_play:" in out and "[NOTE]" not in err and "self_play" not in err
 
 
+@pytest.mark.parametrize("text,env_id,name", [(TENNIS, "builtin:Tennis", "Tennis"),
+                                               (SOCCER_TWOS, "builtin:SoccerTwos", "SoccerTwos")])
+def test_mlagents_self_play_files_resolve_against_the_builtins(tmp_path, capsys, text, env_id,
+                                                               name):
+    """ML-Agents' Tennis and SoccerTwos files, unchanged, on our built-ins: the env's own
+    behavior names find the file's settings, its two teams are one self-play league, its
+    real specs pass the self-play checks, and --dry-run with --env has no [NOTE]."""
+    from tftrainers.cli import learn_main
+    from tftrainers.envs import make
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    options = load_run_options(str(path))
+    with make(env_id, seed=0, num_areas=1) as env:
+        specs = dict(env.behavior_specs)
+    assert sorted(specs) == [f"{name}?team=0", f"{name}?team=1"]
+    settings = {n: options.settings_for(n) for n in specs}
+    assert all(s.self_play is not None for s in settings.values())
+    check_self_play(settings, specs, options.tf_settings.act_runtime)
+    assert self_play_teams(settings) == {name: {0: f"{name}?team=0", 1: f"{name}?team=1"}}
+    assert learn_main([str(path), "--env", env_id, "--dry-run"]) == 0
+    out, err = capsys.readouterr()
+    assert f"env_path: {env_id}" in out and "self_play:" in out
+    assert "[NOTE]" not in err and "self_play" not in err
+
+
 @pytest.mark.parametrize("line,expected", [
     ("play_against_latest_model_ratio: 1.5", "self_play.play_against_latest_model_ratio: "),
     ("play_against_latest_model_ratio: -0.1", "self_play.play_against_latest_model_ratio: "),
