@@ -172,9 +172,11 @@ def _configure_tensorflow(options: RunOptions, log) -> None:
 
 def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed: int, stop,
          log, env_id: str, target=None, callbacks=None, parameters=None) -> int:
+    import dataclasses
     import time
     import numpy as np
     from tftrainers.runs import check_compatible
+    from tftrainers.trainers.context import TrainerContext
     from tftrainers.trainers.registry import create_trainer
     from tftrainers.stats import ConsoleWriter, CSVWriter, ProgressDisplay, TensorBoardWriter
 
@@ -193,6 +195,9 @@ def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed:
     writers = [TensorBoardWriter(run_dir), console, CSVWriter(run_dir)]
     if callbacks is not None:
         writers.append(callbacks.writer)  # last: the files have the summary when it runs
+    context = TrainerContext(run_dir, seed=seed, writers=tuple(writers), progress=progress,
+                             inference=cs.inference, jit_compile=ts.jit_compile,
+                             act_runtime=ts.act_runtime, log=log)
     trainers = {}
     creating = time.perf_counter()
     try:
@@ -206,11 +211,8 @@ def _run(options: RunOptions, folder: RunFolder, env, mode: str, settings, seed:
             elif settings[name].init_path:
                 check_compatible(settings[name].init_path, name, spec, settings[name],
                                  "initialize")
-            trainers[name] = create_trainer(name, spec, settings[name], run_dir,
-                                            seed=seed + index, writers=writers,
-                                            progress=progress, inference=cs.inference,
-                                            jit_compile=ts.jit_compile,
-                                            act_runtime=ts.act_runtime, log=log)
+            trainers[name] = create_trainer(
+                name, spec, settings[name], dataclasses.replace(context, seed=seed + index))
             if cs.resume:
                 trainers[name].restore_latest()
             elif cs.initialize_from:
