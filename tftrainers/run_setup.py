@@ -237,7 +237,7 @@ def environment_parameters_of(options: RunOptions, seed: int, env):
         return None
     manager.check_behaviors(env.behavior_specs, options.behaviors)
     try:
-        env.setenvironment_parameters_of(manager.samplers())
+        env.set_environment_parameters(manager.samplers())
     except ValueError as error:
         raise ConfigError(f"environment_parameters: {error}") from None
     return manager

@@ -375,7 +375,7 @@ def _loop(env, managers, trainers, stop, env_id: str = "the environment", curric
     behavior = None
     try:
         if curriculum is not None:
-            call_env("setenvironment_parameters_of()", env.setenvironment_parameters_of,
+            call_env("set_environment_parameters()", env.set_environment_parameters,
                      curriculum.manager.samplers())
         call_env("reset()", env.reset)
         while not stop.requested and not all(t.done for t in trainers.values()):
@@ -390,7 +390,7 @@ def _loop(env, managers, trainers, stop, env_id: str = "the environment", curric
                 changed, reset = curriculum.update()
                 if changed:
                     _lessons_changed(curriculum, log)
-                    call_env("setenvironment_parameters_of()", env.setenvironment_parameters_of,
+                    call_env("set_environment_parameters()", env.set_environment_parameters,
                              curriculum.manager.samplers())
                     if reset:  # require_reset: every episode ends now, new ones start
                         for manager in managers.values():
@@ -436,7 +436,7 @@ def _start_workers(options: RunOptions, mode: str, seed: int, trainers, log, tar
             for manager in pool.managers[name]:
                 trainer.subscribe(manager)
         if curriculum is not None:
-            pool.sendenvironment_parameters_of(curriculum.manager.samplers())
+            pool.send_environment_parameters(curriculum.manager.samplers())
         pool.start()
     except BaseException:
         pool.close()
@@ -494,7 +494,7 @@ def _loop_workers(pool, trainers, stop, curriculum=None, log=print) -> None:
                 # Workers apply new values at each area's next reset (require_reset does
                 # not reset them all at once: their episodes are in flight).
                 _lessons_changed(curriculum, log)
-                pool.sendenvironment_parameters_of(curriculum.manager.samplers())
+                pool.send_environment_parameters(curriculum.manager.samplers())
             pool.wait(0.05)
     except NonFiniteUpdateError as error:
         raise NonFiniteUpdateError(f"{behavior}: {error}") from error
