@@ -100,6 +100,7 @@ def update_cost(workdir: str, calls: int = 100) -> dict:
     import numpy as np
     from tftrainers.envs import make
     from tftrainers.settings import load_run_options
+    from tftrainers.trainers.context import TrainerContext
     from tftrainers.trainers.registry import create_trainer
     options = load_run_options(CONFIG)
     name, settings = next(iter(options.behaviors.items()))
@@ -108,7 +109,8 @@ def update_cost(workdir: str, calls: int = 100) -> dict:
     for enabled in (True, False):
         set_checks(enabled)
         trainers[enabled] = create_trainer(name, env.behavior_specs[name], settings,
-                                           os.path.join(workdir, f"u{enabled}"), seed=0)
+                                           TrainerContext(os.path.join(workdir, f"u{enabled}"),
+                                                          seed=0))
     set_checks(True)
     captured = {}
     update = trainers[True].optimizer.update

@@ -32,7 +32,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from tftrainers.logs import quiet_logger
-from tftrainers.run_folder import write_atomically
+from tftrainers.files import write_atomically
 
 INDEX_FILE = "checkpoint.json"
 STATE_FILE = "state.json"

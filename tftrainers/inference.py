@@ -23,7 +23,7 @@ from tftrainers.envs.base import ActionTuple, BehaviorSpec, DecisionSteps
 
 
 def _error(message: str):
-    from tftrainers.api import TrainingError
+    from tftrainers.errors import TrainingError
     return TrainingError(message)
 
 
@@ -238,7 +238,7 @@ def load_policy(source, behavior: Optional[str] = None, seed: int = 0) -> Policy
         raise _error(f"{path}: no such run folder, .onnx, .keras or .tflite file or SavedModel "
                      f"folder")
     except (ValueError, FileNotFoundError) as error:
-        from tftrainers.api import TrainingError
+        from tftrainers.errors import TrainingError
         if isinstance(error, TrainingError):
             raise
         raise _error(" ".join(str(error).split())) from error

@@ -23,6 +23,8 @@ import shutil
 import socket
 from typing import List, Optional
 
+from tftrainers.files import TMP_TAG, write_atomically  # noqa: F401  (re-exported)
+
 try:
     import fcntl
 except ImportError:  # not POSIX: no lock
@@ -30,7 +32,6 @@ except ImportError:  # not POSIX: no lock
 
 LOCK_FILE = "run.lock"
 CONFIG_FILE = "configuration.yaml"
-TMP_TAG = ".tmp-"
 
 
 class RunError(ValueError):
@@ -62,18 +63,6 @@ def check_run_id(run_id) -> str:
     else:
         return text
     raise RunError(f"run id {text!r} {problem}; {allowed}")
-
-
-def write_atomically(path: str, text: str, fsync: bool = False) -> None:
-    """Writes ``text`` to ``path`` through a temporary file renamed into place: a reader
-    sees the old file or the new one, never half of one."""
-    tmp = f"{path}{TMP_TAG}{os.getpid()}"
-    with open(tmp, "w") as f:
-        f.write(text)
-        if fsync:
-            f.flush()
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def _os_error(path: str, error: OSError, doing: str) -> RunError:

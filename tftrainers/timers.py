@@ -197,7 +197,7 @@ class Timers:
 
     def write(self, path: str) -> None:
         """Writes ``tree()`` to ``path`` atomically (a reader sees the old or new file)."""
-        from tftrainers.run_folder import write_atomically
+        from tftrainers.files import write_atomically
         write_atomically(path, json.dumps(self.tree(), indent=2))
 
     def largest(self, n: int = 3) -> List[Tuple[str, float]]:

@@ -25,6 +25,7 @@ import numpy as np
 from tftrainers.acting.agent_manager import step_env
 from tftrainers.processing import StreamField, stream_key
 from tftrainers.settings import RunOptions
+from tftrainers.trainers.context import TrainerContext
 from tftrainers.trainers.registry import create_trainer
 
 from .simple_envs import GroupLineEnv, LineEnv, last_mean, passes
@@ -96,8 +97,9 @@ def train(env, config: dict, seed: int, act_runtime: str = "tensorflow",
                                     ).settings_for(BEHAVIOR)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as run_dir:
-        trainer = create_trainer(BEHAVIOR, env.behavior_specs[BEHAVIOR], settings, run_dir,
-                                 seed=seed, act_runtime=act_runtime, log=lambda *a: None)
+        trainer = create_trainer(BEHAVIOR, env.behavior_specs[BEHAVIOR], settings,
+                                 TrainerContext(run_dir, seed=seed, act_runtime=act_runtime,
+                                                log=lambda *a: None))
         seen: Dict[str, list] = {}
         add_stat = trainer.stats.add_stat
 

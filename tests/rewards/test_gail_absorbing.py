@@ -211,7 +211,8 @@ def test_gail_returns_at_a_real_end_and_at_a_step_limit(tmp_path, absorbing, use
         return tf.stack([steps, tf.fill([len(batch.mask)], 0.9)]) if states_alone else steps
     provider._estimate_fn = estimates
     provider._absorbing_fn = lambda: tf.constant(0.5)
-    trainer.optimizer.values = lambda obs: {"gail": np.full(len(obs[0]), 5.0, np.float32)}
+    trainer.optimizer.critic_side.values = lambda obs: {
+        "gail": np.full(len(obs[0]), 5.0, np.float32)}
     ended = basic_trajectory(2, done=True, interrupted=False)
     cut = basic_trajectory(2, done=False, interrupted=True)
     trainer.compute_targets([ended, cut])

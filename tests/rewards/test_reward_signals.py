@@ -53,8 +53,8 @@ def test_novelty_streams_bootstrap_through_episode_ends_and_extrinsic_does_not(t
     for provider in trainer.reward_providers.values():
         provider.evaluate = lambda batch: np.ones(len(batch.mask), np.float32)
     streams = trainer.optimizer.streams
-    trainer.optimizer.values = lambda obs: {s: np.full(len(obs[0]), 5.0, np.float32)
-                                            for s in streams}
+    trainer.optimizer.critic_side.values = lambda obs: {
+        s: np.full(len(obs[0]), 5.0, np.float32) for s in streams}
     manager = manager_of(trainer, env)
     for _ in range(2):  # right, right: the end, a real terminal after 2 steps
         decision, terminal = env.get_steps("Corridor")

@@ -4,6 +4,7 @@ import signal
 import numpy as np
 
 from tftrainers.settings import RunOptions
+from tftrainers.trainers.context import TrainerContext
 from tftrainers.trainers.registry import create_trainer
 
 
@@ -21,9 +22,10 @@ def trainer_settings(name, **overrides):
     return RunOptions.from_dict({"behaviors": {name: behavior}}).settings_for(name)
 
 
-def make_trainer(tmp_path, env, name, settings, seed=0, **kwargs):
-    return create_trainer(name, env.behavior_specs[name], settings, str(tmp_path), seed=seed,
-                          **kwargs)
+def make_trainer(tmp_path, env, name, settings, seed=0, **context):
+    """``context``: the other TrainerContext fields (inference, act_runtime, ...)."""
+    return create_trainer(name, env.behavior_specs[name], settings,
+                          TrainerContext(str(tmp_path), seed=seed, **context))
 
 
 def manager_of(trainer, env=None):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import tftrainers.runner as runner
+import tftrainers.run_setup as run_setup
 from tftrainers.checkpoint import Checkpointer, CheckpointError
 from tftrainers.cli import evaluate_main, learn_main
 from tftrainers.envs import make
@@ -106,8 +106,8 @@ def all_finite(run):
 ])
 def test_bad_env_data_and_env_crashes_save_first_then_one_line(tmp_path, monkeypatch, capsys,
                                                                fault, message):
-    make_env = runner.make_env
-    monkeypatch.setattr(runner, "make_env", lambda o, s: Faulty(make_env(o, s), 40, fault))
+    make_env = run_setup.make_env
+    monkeypatch.setattr(run_setup, "make_env", lambda o, s: Faulty(make_env(o, s), 40, fault))
     results = str(tmp_path / "results")
     assert learn_main([write_config(tmp_path), "--run-id", "r", "--results-dir", results]) == 1
     err = capsys.readouterr().err.strip()
@@ -146,8 +146,8 @@ def test_a_non_finite_update_is_undone_and_refused(tmp_path):
 
 
 def test_a_refused_update_stops_the_run_with_one_line(tmp_path, monkeypatch, capsys):
-    make_env = runner.make_env
-    monkeypatch.setattr(runner, "make_env", lambda o, s: Faulty(make_env(o, s), 10, huge_reward))
+    make_env = run_setup.make_env
+    monkeypatch.setattr(run_setup, "make_env", lambda o, s: Faulty(make_env(o, s), 10, huge_reward))
     results = str(tmp_path / "results")
     assert learn_main([write_config(tmp_path), "--run-id", "r", "--results-dir", results]) == 1
     out, err = capsys.readouterr()

@@ -97,7 +97,7 @@ def test_trainer_publishes_each_update_and_the_critic_runs_in_onnxruntime(tmp_pa
     env.reset()
     trainer = make_trainer(tmp_path, env, "Basic",
                            trainer_settings("Basic", network_settings={"normalize": True}))
-    assert trainer.policy._tf_act is None and trainer.optimizer._critic_runner is not None
+    assert trainer.policy._tf_act is None and trainer.optimizer.critic_side._critic_runner is not None
     drive(env, trainer, 150)
     assert trainer.updates >= 2
     manager = trainer.managers[0]
@@ -110,7 +110,7 @@ def test_trainer_publishes_each_update_and_the_critic_runs_in_onnxruntime(tmp_pa
     np.testing.assert_allclose(ort_info.log_probs.discrete, tf_info.log_probs.discrete,
                                atol=1e-5)
     ort_values = trainer.optimizer.values(steps.obs)
-    tf_values = {k: v.numpy() for k, v in trainer.optimizer._values_fn(steps.obs).items()}
+    tf_values = {k: v.numpy() for k, v in trainer.optimizer.critic_side._values_fn(steps.obs).items()}
     np.testing.assert_allclose(ort_values["extrinsic"], tf_values["extrinsic"], atol=1e-5)
 
 
@@ -143,7 +143,7 @@ def test_background_compile_changes_nothing_and_is_the_update_used(tmp_path):
     env.reset()
     settings = trainer_settings("Basic")
     trainer = make_trainer(tmp_path, env, "Basic", settings)
-    assert trainer.optimizer._compile_thread is not None
+    assert trainer.optimizer.ppo_update._compile_thread is not None
     # A second optimizer of the same policy: its compile runs the update with no minibatch.
     optimizer = PPOOptimizer(trainer.policy, settings)
     state = [*optimizer.variables, *optimizer.optimizer.variables]

@@ -103,10 +103,10 @@ def test_lambda_returns_and_baseline_advantages_by_hand(tmp_path):
     # A member that died (its group goes on) and one whose group's episode ended.
     dead = trajectory([0, 0], [0, 0], [0, 0], done=True, group_done=False, agent=2)
     last = trajectory([1, 0], [0, 2], [0, 1], done=True, group_done=True, agent=0)
-    optimizer = trainer.optimizer
-    optimizer.estimates = lambda batch: ({"extrinsic": np.array([1, 2, 1, 1], np.float32)},
+    critic_side = trainer.optimizer.critic_side
+    critic_side.estimates = lambda batch: ({"extrinsic": np.array([1, 2, 1, 1], np.float32)},
                                          {"extrinsic": np.array([.5, .5, 0, 0], np.float32)})
-    optimizer.group_value = lambda batch: {"extrinsic": np.array([4, 4], np.float32)}
+    critic_side.group_value = lambda batch: {"extrinsic": np.array([4, 4], np.float32)}
     trainer.compute_targets([dead, last])
     # gamma = lambd = 0.5; G_t = r_t + gamma ((1 - lambd) V_{t+1} + lambd G_{t+1}).
     # Dead member: rewards 0, bootstrap V = 4 (its group goes on): G_1 = 0.5 * 4 = 2,

@@ -269,7 +269,7 @@ def test_updates_trace_once_and_restore_exactly(tmp_path):
 
 
 def test_learn_resume_export_and_evaluate_with_memory(tmp_path, monkeypatch, capsys):
-    import tftrainers.runner as runner
+    import tftrainers.run_setup as run_setup
     from tftrainers.cli import evaluate_main
     from .helpers import SigintAfter
     with open(os.path.join(CONFIGS, "DungeonEscape.yaml")) as f:
@@ -284,10 +284,10 @@ def test_learn_resume_export_and_evaluate_with_memory(tmp_path, monkeypatch, cap
     path.write_text(yaml.safe_dump(config))
     results = str(tmp_path / "results")
     argv = [str(path), "--run-id", "run", "--results-dir", results, "--num-areas", "4"]
-    make_env = runner.make_env
-    monkeypatch.setattr(runner, "make_env", lambda o, s: SigintAfter(make_env(o, s), 150))
+    make_env = run_setup.make_env
+    monkeypatch.setattr(run_setup, "make_env", lambda o, s: SigintAfter(make_env(o, s), 150))
     assert learn_main(argv) == 130  # interrupted after a checkpoint at 1000
-    monkeypatch.setattr(runner, "make_env", make_env)
+    monkeypatch.setattr(run_setup, "make_env", make_env)
     assert learn_main(argv + ["--resume"]) == 0
     run = os.path.join(results, "run")
     with open(os.path.join(run, "run_logs", "DungeonEscape.csv")) as f:

@@ -7,7 +7,7 @@ import textwrap
 import numpy as np
 import pytest
 
-import tftrainers.runner as runner
+import tftrainers.run_setup as run_setup
 from tftrainers.checkpoint import Checkpointer, CheckpointError
 from tftrainers.cli import learn_main
 from tftrainers.envs import make
@@ -40,8 +40,8 @@ def test_ctrl_c_saves_and_resume_finishes_at_max_steps(tmp_path, monkeypatch, ca
     config = tmp_path / "c.yaml"
     config.write_text(textwrap.dedent(CONFIG))
     results = str(tmp_path / "results")
-    make_env = runner.make_env
-    monkeypatch.setattr(runner, "make_env", lambda o, s: SigintAfter(make_env(o, s), 180))
+    make_env = run_setup.make_env
+    monkeypatch.setattr(run_setup, "make_env", lambda o, s: SigintAfter(make_env(o, s), 180))
     # 128 + SIGINT, after saving (the README's exit codes)
     assert learn_main([str(config), "--run-id", "run", "--results-dir", results]) == 130
     assert "Interrupted by SIGINT: checkpoints saved: Basic at step" in capsys.readouterr().out
@@ -49,7 +49,7 @@ def test_ctrl_c_saves_and_resume_finishes_at_max_steps(tmp_path, monkeypatch, ca
     interrupted_at = steps[-1]
     assert 1000 < interrupted_at < 3000  # saved at Ctrl-C, between two intervals
 
-    monkeypatch.setattr(runner, "make_env", make_env)
+    monkeypatch.setattr(run_setup, "make_env", make_env)
     assert learn_main([str(config), "--run-id", "run", "--results-dir", results,
                        "--resume"]) == 0
     steps = checkpoint_steps(results)

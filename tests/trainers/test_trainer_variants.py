@@ -5,7 +5,7 @@ import textwrap
 import numpy as np
 import pytest
 
-import tftrainers.runner as runner
+import tftrainers.run_setup as run_setup
 from tftrainers.cli import learn_main
 from tftrainers.envs import ActionSpec, BaseEnv, make
 from tftrainers.envs.area_env import AreaEnv
@@ -125,7 +125,7 @@ def test_two_behaviors_and_several_env_instances(tmp_path, monkeypatch, capsys):
     config.write_text(textwrap.dedent(CONFIG))
     results = str(tmp_path / "r")
     from tftrainers.envs.multi_env import MultiEnv
-    monkeypatch.setattr(runner, "make_env", lambda options, seed: MultiEnv(
+    monkeypatch.setattr(run_setup, "make_env", lambda options, seed: MultiEnv(
         [TwoBehaviors(seed + 1000 * k) for k in range(options.env_settings.num_envs)]))
     assert learn_main([str(config), "--run-id", "two", "--results-dir", results,
                        "--num-envs", "2"]) == 0

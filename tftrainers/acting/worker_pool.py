@@ -243,6 +243,25 @@ class _Slot:
         self.env_steps = 0  # as the worker's current start counts them
 
 
+def _renumbered_trajectory(item: Trajectory, offset: int, n: int, k: int) -> Trajectory:
+    group = item.group_id
+    return dataclasses.replace(
+        item, agent_id=offset + int(item.agent_id),
+        group_id=np.where(group == 0, 0, group.astype(np.int64) * n + k).astype(np.int32))
+
+
+def _renumbered_episodes(item: EpisodeStats, offset: int, n: int, k: int) -> EpisodeStats:
+    del n, k  # no group ids
+    # (its __len__ counts episodes, which _replace would trip over)
+    return EpisodeStats(offset + item.agent_id.astype(np.int64), *tuple(item)[1:])
+
+
+#: Queue items that name agents (ids) or groups: renumbered per worker so that ids of two
+#: workers, or of a worker's envs before and after a restart, never meet. Other kinds
+#: (ActingStats, EnvironmentStats) pass as they are.
+_RENUMBER = {Trajectory: _renumbered_trajectory, EpisodeStats: _renumbered_episodes}
+
+
 class WorkerPool:
     """``num_envs`` env workers feeding one ``WorkerManager`` per worker and behavior.
 
@@ -444,14 +463,9 @@ class WorkerPool:
         self.env_steps += env_steps - slot.env_steps
         slot.env_steps = env_steps
         for name, item, version in items:
-            if type(item) is Trajectory:
-                group = item.group_id
-                item = dataclasses.replace(
-                    item, agent_id=offset + int(item.agent_id), group_id=np.where(
-                        group == 0, 0, group.astype(np.int64) * n + k).astype(np.int32))
-            elif type(item) is EpisodeStats:
-                # (its __len__ counts episodes, which _replace would trip over)
-                item = EpisodeStats(offset + item.agent_id.astype(np.int64), *tuple(item)[1:])
+            renumber = _RENUMBER.get(type(item))
+            if renumber is not None:
+                item = renumber(item, offset, n, k)
             self.managers[name][slot.index].queue.put(item, version)
 
     # --- what the learner calls --------------------------------------------------------------

@@ -122,7 +122,7 @@ def _load_program(path: str) -> Optional[OnnxProgram]:
 
 
 def _store_program(path: str, program: OnnxProgram) -> None:
-    from tftrainers.run_folder import write_atomically
+    from tftrainers.files import write_atomically
     data = {"model": base64.b64encode(program.model).decode(),
             "input_name": program.input_name, "output_name": program.output_name,
             "weights": [list(w) for w in program.weights], "total_size": program.total_size}

@@ -1,7 +1,8 @@
 """Trainer: one behavior's learner, fed by the acting side's queue
 (docs/dev/architecture.md#acting-and-learning).
 
-    trainer = create_trainer("Ball3D", spec, settings, run_dir, seed=0, writers=writers)
+    context = TrainerContext(run_dir, seed=0, writers=writers)   # what it takes from the run
+    trainer = create_trainer("Ball3D", spec, settings, context)
     manager = trainer.create_agent_manager(env)   # acting side: AgentProcessor + actor
     trainer.subscribe(manager)                    # its queue in, weights out
     while not trainer.done:
@@ -16,13 +17,24 @@ drained, the episode stats, the weight hand-over (a flat vector with a version, 
 subscribed AgentManager), checkpoints with the deployment exports, resume and
 ``--initialize-from``. An algorithm supplies its policy and optimizer, what its acting
 side is, and what to do with trajectories (``process_trajectories``). No GradientTape here.
+
+The queue protocol: every item an acting side queued goes through ``receive(item)``, which
+calls the method marked ``@receives(kind)`` for the item's type (a table per trainer class,
+collected from its bases: a subclass adds kinds or overrides a handler by name). A handler
+returns the trajectory to learn from, or None:
+
+    class MyTrainer(Trainer):
+        @receives(Labelled)
+        def take_labelled(self, item: Labelled) -> Trajectory:
+            ...                       # use the label now
+            return item.trajectory    # counted and learnt from like any trajectory
 """
 from __future__ import annotations
 
 import abc
 import collections
 import os
-from typing import Callable, Deque, Dict, List, Optional, Sequence
+from typing import Callable, Deque, Dict, List, Optional
 
 import numpy as np
 
@@ -35,47 +47,60 @@ from tftrainers.export.artifacts import FORMATS, export_policy, prune_exports
 from tftrainers.processing import EpisodeStats, Trajectory
 from tftrainers.runs import write_behavior_spec
 from tftrainers.settings import TrainerSettings
-from tftrainers.stats import (CUMULATIVE_REWARD, EPISODE_LENGTH, ProgressDisplay, StatsReporter,
-                              StatsWriter)
+from tftrainers.stats import CUMULATIVE_REWARD, EPISODE_LENGTH, StatsReporter
 from tftrainers.tf_utils.onnx_function import OnnxExportError
 from tftrainers.timers import TIMERS, TIMERS_FILE
+from tftrainers.trainers.context import TrainerContext
 from tftrainers.trainers.policy import Policy
 
 
+def receives(*kinds: type):
+    """Marks a trainer method as the handler of queue items of ``kinds`` (exact types)."""
+    def mark(method):
+        method.receives = kinds
+        return method
+    return mark
+
+
+def _handlers(cls) -> Dict[type, str]:
+    """{item type: handler method name} of ``cls``, bases first (a subclass wins)."""
+    table: Dict[type, str] = {}
+    for klass in reversed(cls.__mro__):
+        for name, attribute in vars(klass).items():
+            for kind in getattr(attribute, "receives", ()):
+                table[kind] = name
+    return table
+
+
 class Trainer(abc.ABC):
-    """Base of every trainer (see the module docstring for the loop).
+    """Base of every trainer (see the module docstring for the loop and the queue protocol).
 
     Args:
         behavior_name, spec, settings: the behavior and its TrainerSettings.
-        run_dir: the run's results folder.
-        seed: seeds networks, acting noise and shuffles.
-        writers, progress: stats writers and the live progress line.
-        inference: act without learning (``--inference``).
-        jit_compile: XLA-compile the compiled calls.
-        act_runtime: "onnxruntime" (the act graph converted to ONNX: the acting side needs
-            no TensorFlow) or "tensorflow".
-        log: where one-line notes go.
+        context: what the trainer takes from the run (``TrainerContext``: folder, seed,
+            writers, progress, inference, compile and act settings, log).
     """
 
+    #: {queue item type: handler method name}; filled per class from ``@receives``.
+    handlers: Dict[type, str] = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.handlers = _handlers(cls)
+
     def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings,
-                 run_dir: str, seed: int = 0, writers: Sequence[StatsWriter] = (),
-                 progress: Optional[ProgressDisplay] = None, inference: bool = False,
-                 jit_compile: bool = True, act_runtime: str = "onnxruntime", log=print):
+                 context: TrainerContext):
         self.behavior_name = behavior_name
         self.spec = spec
         self.settings = settings
-        self.seed = seed
-        self.inference = inference
-        self.jit_compile = jit_compile
-        self.act_runtime = act_runtime
-        self.log = log
+        self.context = context
+        # Falls back to "tensorflow" when the act graph does not convert (``create_actor``).
+        self.act_runtime = context.act_runtime
         self.step = 0
         self.version = 0  # of the weights published to the acting side
-        self.stats = StatsReporter(behavior_name, writers)
-        self.progress = progress
-        self.run_dir = run_dir
-        self.behavior_dir = os.path.join(run_dir, behavior_name)
-        if not inference:
+        self.stats = StatsReporter(behavior_name, context.writers)
+        self.behavior_dir = context.behavior_dir(behavior_name)
+        if not context.inference:
             write_behavior_spec(self.behavior_dir, spec)
         self.checkpointer = Checkpointer(os.path.join(self.behavior_dir, "checkpoints"),
                                          behavior_name, settings.keep_checkpoints)
@@ -101,6 +126,14 @@ class Trainer(abc.ABC):
         # Called as listener(trainer, checkpoint_path) after each checkpoint (the API's
         # callbacks).
         self.save_listeners: List = []
+
+    # What the context says, by the names trainers have always read.
+    run_dir = property(lambda self: self.context.run_dir)
+    seed = property(lambda self: self.context.seed)
+    inference = property(lambda self: self.context.inference)
+    jit_compile = property(lambda self: self.context.jit_compile)
+    progress = property(lambda self: self.context.progress)
+    log = property(lambda self: self.context.log)
 
     # --- what an algorithm supplies ---------------------------------------------------------
     @property
@@ -207,26 +240,47 @@ class Trainer(abc.ABC):
         return self.step >= self.settings.max_steps
 
     def drain(self) -> List[Trajectory]:
-        """Everything the acting side queued: trajectories are returned, stats recorded."""
+        """Everything the acting side queued, through ``receive``: returns the
+        trajectories to learn from, in the order they arrived."""
         trajectories = []
         for manager in self.managers:
             for item in manager.queue.drain():
-                if type(item) is Trajectory:
-                    trajectories.append(item)
-                elif type(item) is EpisodeStats:
-                    self.stats.add_stat(CUMULATIVE_REWARD, item.cumulative_reward)
-                    self.reward_buffer.extend(item.cumulative_reward.tolist())
-                    self.stats.add_stat(EPISODE_LENGTH, item.episode_length)
-                    self.record_episodes(item)
-                elif type(item) is ActingStats:
-                    self._entropy_sum += item.entropy_sum
-                    self._entropy_steps += item.steps
-                elif type(item) is EnvironmentStats:
-                    self.stats.add_environment_stats(item.values)
+                trajectory = self.receive(item)
+                if trajectory is not None:
+                    trajectories.append(trajectory)
         return trajectories
 
+    def receive(self, item) -> Optional[Trajectory]:
+        """Hands one queue item to this trainer's handler for its type; returns the
+        trajectory to learn from, if the item brings one."""
+        handler = self.handlers.get(type(item))
+        if handler is None:
+            raise TypeError(f"{self.behavior_name}: {type(self).__name__} receives no "
+                            f"{type(item).__name__}; it receives "
+                            f"{', '.join(sorted(k.__name__ for k in self.handlers))}")
+        return getattr(self, handler)(item)
+
+    @receives(Trajectory)
+    def take_trajectory(self, trajectory: Trajectory) -> Trajectory:
+        return trajectory
+
+    @receives(EpisodeStats)
     def record_episodes(self, episodes: EpisodeStats) -> None:
-        """Hook for algorithm-specific episode stats."""
+        """The episodes' returns and lengths (algorithms add their own episode stats)."""
+        self.stats.add_stat(CUMULATIVE_REWARD, episodes.cumulative_reward)
+        self.reward_buffer.extend(episodes.cumulative_reward.tolist())
+        self.stats.add_stat(EPISODE_LENGTH, episodes.episode_length)
+
+    @receives(ActingStats)
+    def record_acting(self, acting: ActingStats) -> None:
+        """The acting side's entropy, averaged per summary as ``Policy/Entropy``."""
+        self._entropy_sum += acting.entropy_sum
+        self._entropy_steps += acting.steps
+
+    @receives(EnvironmentStats)
+    def record_environment(self, environment: EnvironmentStats) -> None:
+        """What the env reported through its stats side channel."""
+        self.stats.add_environment_stats(environment.values)
 
     def advance(self) -> None:
         """Drains the acting side, learns, reports and saves when due."""
@@ -363,3 +417,6 @@ class Trainer(abc.ABC):
         Checkpointer(directory, self.behavior_name).restore_newest(self.policy.trackables(),
                                                                    log=self.log)
         self.weights_restored()
+
+
+Trainer.handlers = _handlers(Trainer)

@@ -18,11 +18,13 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from tftrainers.envs import BehaviorSpec
 from tftrainers.processing import AgentBuffer, BufferKey, Trajectory, next_obs_key
 from tftrainers.rewards import REWARD_PROVIDERS, RewardBatch
-from tftrainers.settings import ConfigError
+from tftrainers.settings import ConfigError, TrainerSettings
 from tftrainers.timers import TIMERS
 from tftrainers.trainers.base import Trainer
+from tftrainers.trainers.context import TrainerContext
 from tftrainers.trainers.policy import Policy
 
 
@@ -62,9 +64,9 @@ def normalized_advantages(advantages: np.ndarray, mask: np.ndarray,
 class OnPolicyTrainer(Trainer):
     """Base of PPO-style trainers; subclasses create the optimizer and compute targets."""
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        settings = self.settings
+    def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings,
+                 context: TrainerContext):
+        super().__init__(behavior_name, spec, settings, context)
         unavailable = [n for n in settings.reward_signals if n not in REWARD_PROVIDERS]
         if unavailable:  # in the schema, not trainable by this version
             raise ConfigError(f"behaviors.{self.behavior_name}.reward_signals.{unavailable[0]}: "

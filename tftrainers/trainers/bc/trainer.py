@@ -32,13 +32,13 @@ import numpy as np
 
 from tftrainers.acting import ImitationManager, Labelled, TeacherEpisodes
 from tftrainers.acting.imitation import BehaviorRecorder
-from tftrainers.envs.unity.side_channels import EnvironmentStats
-from tftrainers.processing import AgentBuffer, BufferKey, EpisodeStats, Trajectory, obs_key
-from tftrainers.settings import ConfigError
-from tftrainers.stats import CUMULATIVE_REWARD, EPISODE_LENGTH
-from tftrainers.trainers.base import Trainer
+from tftrainers.envs import BehaviorSpec
+from tftrainers.processing import AgentBuffer, BufferKey, Trajectory, obs_key
+from tftrainers.settings import ConfigError, TrainerSettings
+from tftrainers.trainers.base import Trainer, receives
 from tftrainers.trainers.bc.optimizer import BCOptimizer
 from tftrainers.trainers.bc.teachers import heuristic_teacher, is_heuristic, model_teacher
+from tftrainers.trainers.context import TrainerContext
 from tftrainers.trainers.policy import Policy
 
 TEACHER_REWARD = "Policy/Teacher Reward"
@@ -49,8 +49,9 @@ TEACHER_DIFFERENCE = "Policy/Teacher Action Difference"
 class BCTrainer(Trainer):
     """Trains one behavior by cloning its teacher (see the module docstring)."""
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings,
+                 context: TrainerContext):
+        super().__init__(behavior_name, spec, settings, context)
         settings, hp = self.settings, self.settings.hyperparameters
         self.key = f"behaviors.{self.behavior_name}.hyperparameters"
         if not (hp.teacher or hp.brain_to_imitate or hp.demo_path):
@@ -162,43 +163,35 @@ class BCTrainer(Trainer):
         return float(max(0.0, 1.0 - self.step / self.dagger_steps))
 
     # --- learning ---------------------------------------------------------------------------
-    def drain(self) -> List[Trajectory]:
-        trajectories: List[Trajectory] = []
-        self._new_labels: List[Trajectory] = []
-        for manager in self.managers:
-            for item in manager.queue.drain():
-                kind = type(item)
-                if kind is Trajectory:
-                    trajectories.append(item)
-                elif kind is Labelled:
-                    trajectories.append(item.trajectory)
-                    self._new_labels.append(item.trajectory)
-                elif kind is EpisodeStats:
-                    self.stats.add_stat(CUMULATIVE_REWARD, item.cumulative_reward)
-                    self.reward_buffer.extend(item.cumulative_reward.tolist())
-                    self.stats.add_stat(EPISODE_LENGTH, item.episode_length)
-                elif kind is TeacherEpisodes:
-                    self.stats.add_stat(TEACHER_REWARD, item.episodes.cumulative_reward)
-                elif kind is EnvironmentStats:
-                    self.stats.add_environment_stats(item.values)
-                else:  # ActingStats
-                    self._entropy_sum += item.entropy_sum
-                    self._entropy_steps += item.steps
-        return trajectories
+    @receives(Labelled)
+    def take_labelled(self, item: Labelled) -> Trajectory:
+        """A trajectory with the teacher's actions: into the data set (and the fresh labels
+        the next agreement is measured on) now; learnt from like any trajectory."""
+        trajectory = item.trajectory
+        if not self.inference:
+            fields = self._fields(trajectory)
+            self.data.append(fields)
+            self._fresh.append(fields)
+            self.labels += len(trajectory)
+            if self.mode != "offline":
+                self._since_update += len(trajectory)
+        return trajectory
+
+    @receives(TeacherEpisodes)
+    def record_teacher_episodes(self, item: TeacherEpisodes) -> None:
+        """Returns of the episodes the teacher drove."""
+        self.stats.add_stat(TEACHER_REWARD, item.episodes.cumulative_reward)
 
     def process_trajectories(self, trajectories: List[Trajectory]) -> None:
+        """Updates the normaliser, trims the data set and trains once ``batch_size`` new
+        labels arrived (offline: new steps); the labels themselves joined the data set as
+        they were received (``take_labelled``)."""
         if trajectories:
             obs = [np.concatenate([t.obs[i] for t in trajectories])
                    for i in range(len(self.spec.observation_specs))]
             self._policy.update_normalization(obs)
-        for trajectory in self._new_labels:
-            fields = self._fields(trajectory)
-            self.data.append(fields)
-            self._fresh.append(fields)
-        new = sum(len(t) for t in self._new_labels)
-        self.labels += new
-        self._since_update += new if self.mode != "offline" else sum(
-            len(t) for t in trajectories)
+        if self.mode == "offline":
+            self._since_update += sum(len(t) for t in trajectories)
         buffer_size = self.settings.hyperparameters.buffer_size
         if self.mode != "offline" and len(self.data) > buffer_size:
             self.data.truncate(buffer_size)

@@ -1,4 +1,4 @@
-"""POCAOptimizer: MA-POCA's losses on PPO's update machinery; owns the attention critic.
+"""POCAOptimizer: MA-POCA's critic side and loss, composed with PPO's update.
 
     optimizer = POCAOptimizer(policy, trainer_settings)
     estimates = optimizer.group_estimates(trajectories, steps, after)  # V, b_i, bootstraps
@@ -18,9 +18,13 @@ LSTM after its attention and pooling, as ML-Agents' MA-POCA: V and b_i each carr
 state through an agent's trajectories (PPO's ``replay``, in waves per agent, the group's
 observations after the last step as one more step for the bootstrap), stored at every step
 as one CRITIC_MEMORY field [value memory, baseline memory]; the update replays each
-minibatch's sequences from the states stored at their first steps. Everything else (schedules, the fused Adam over actor
-and critic, learned reward signals stepping inside the same compiled loop, the non-finite
-guard, minibatch indices) is ``PPOOptimizer``'s, through its hooks.
+minibatch's sequences from the states stored at their first steps.
+
+The parts: ``GroupEstimator`` (the critic side: V and b_i for targets, bootstraps, the
+recurrent replay, the member-count normaliser), ``POCALoss`` (the loss above on a
+``POCABatch``) and PPO's ``PPOUpdate`` (schedules, the fused Adam over actor and critic,
+learned reward signals stepping inside the same compiled loop, the non-finite guard,
+minibatch indices), composed by ``POCAOptimizer``.
 """
 from __future__ import annotations
 
@@ -33,18 +37,37 @@ from tftrainers.acting import pad_rows
 from tftrainers.networks import POCACritic
 from tftrainers.processing import (AgentBuffer, BufferKey, StreamField, Trajectory, stream_key,
                                    team_obs_key)
+from tftrainers.settings import TrainerSettings
 from tftrainers.tf_utils.compiled import CompiledFunction
-from tftrainers.trainers.ppo.optimizer import PPOBatch, PPOOptimizer, value_loss
+from tftrainers.trainers.critic_side import CriticSide
+from tftrainers.trainers.policy import Policy
+from tftrainers.trainers.ppo.optimizer import ActorCriticOptimizer
+from tftrainers.trainers.ppo.update import (PPOBatch, PPOLoss, PPOUpdate, actor_terms,
+                                            needs_next_obs, value_loss)
 
 
-#: PPOBatch's fields (whatever PPO's update reads) plus the group's, [B, ...] per step with
-#: K teammate slots: team_obs (per spec [B, K, *shape]), team_continuous_action [B, K, c],
-#: team_discrete_action [B, K, branches] int32, team_mask [B, K] (1 = present),
-#: old_baselines (per stream [B]).
-POCABatch = NamedTuple("POCABatch", [*((name, object) for name in PPOBatch._fields),
-                                     ("team_obs", tuple), ("team_continuous_action", object),
-                                     ("team_discrete_action", object), ("team_mask", object),
-                                     ("old_baselines", tuple)])
+class POCABatch(NamedTuple):
+    """One minibatch of MA-POCA, [B, ...] per step with K teammate slots: PPOBatch's fields
+    (in its order: ``PPOUpdate`` reads them by name) and the group's."""
+
+    obs: Tuple[tf.Tensor, ...]
+    next_obs: Tuple[tf.Tensor, ...]
+    action_mask: tf.Tensor
+    continuous_action: tf.Tensor
+    discrete_action: tf.Tensor
+    old_log_probs: tf.Tensor
+    advantages: tf.Tensor
+    returns: Tuple[tf.Tensor, ...]
+    old_values: Tuple[tf.Tensor, ...]
+    memory: tf.Tensor
+    critic_memory: tf.Tensor  # [B, 2 m] value memory, then baseline memory
+    done: tf.Tensor
+    loss_mask: tf.Tensor
+    team_obs: Tuple[tf.Tensor, ...]  # per spec [B, K, *shape]
+    team_continuous_action: tf.Tensor  # [B, K, c]
+    team_discrete_action: tf.Tensor  # [B, K, branches] int32
+    team_mask: tf.Tensor  # [B, K] 1 = present
+    old_baselines: Tuple[tf.Tensor, ...]  # per stream [B]
 
 
 class GroupEstimates(NamedTuple):
@@ -90,38 +113,15 @@ def group_inputs(obs: Sequence[tf.Tensor], team_obs: Sequence[tf.Tensor],
     return group_obs, mask
 
 
-class POCAOptimizer(PPOOptimizer):
-    """PPOOptimizer with the POCA critic, baselines and loss (see the module docstring).
+class GroupEstimator(CriticSide):
+    """MA-POCA's critic side: V of the group and b_i at every step, V of the group after
+    each trajectory (``group_estimates``), in TensorFlow once per update; with memory, each
+    agent's trajectories replayed from the states its previous one left."""
 
-    Args: as PPOOptimizer (``critic_runtime`` is unused: the critic's values are computed
-    in TensorFlow, once per update).
-    """
-
-    LOSS_STAT_NAMES = ("Losses/Policy Loss", "Losses/Value Loss", "Losses/Baseline Loss",
-                       "Policy/Update Entropy")
-
-    def create_critic(self) -> POCACritic:
-        ns = self.settings.network_settings
-        spec = self.policy.spec
-        return POCACritic(spec.observation_specs, spec.action_spec, self.streams,
-                          ns.hidden_units, ns.num_layers, ns.normalize, ns.vis_encode_type,
-                          memory_size=self.memory_size, encoder=ns.encoder)
-
-    def batch_signature(self) -> POCABatch:
-        spec, f32 = self.policy.spec, tf.float32
-        a = spec.action_spec
-        return POCABatch(
-            **super().batch_signature()._asdict(),
-            team_obs=tuple(tf.TensorSpec([None, None, *o.shape], f32)
-                           for o in spec.observation_specs),
-            team_continuous_action=tf.TensorSpec([None, None, a.continuous_size], f32),
-            team_discrete_action=tf.TensorSpec([None, None, a.discrete_size], tf.int32),
-            team_mask=tf.TensorSpec([None, None], f32),
-            old_baselines=tuple(tf.TensorSpec([None], f32) for _ in self.streams))
-
-    def setup_critic_values(self, critic_runtime: str) -> None:
-        self._critic_runner = None
-        spec, f32 = self.policy.spec, tf.float32
+    def __init__(self, policy: Policy, critic: POCACritic, streams: Sequence[str],
+                 normalize: bool):
+        super().__init__(policy, critic, streams, normalize)
+        spec, f32 = policy.spec, tf.float32
         a = spec.action_spec
         team = [tuple(tf.TensorSpec([None, None, *o.shape], f32) for o in spec.observation_specs),
                 tf.TensorSpec([None, None, a.continuous_size], f32),
@@ -139,33 +139,6 @@ class POCAOptimizer(PPOOptimizer):
                                               jit_compile=False)
         self._group_value_fn = CompiledFunction(self._group_value, [own, *team],
                                                 jit_compile=False)
-
-    def start_compile(self) -> None:
-        """Nothing ahead of time: the teammate slots are known once groups report, and
-        the first update compiles (one trace; XLA once per buffer capacity)."""
-
-    # --- compiled ---------------------------------------------------------------------------
-    def _update_step(self, batch: POCABatch, beta: tf.Tensor, epsilon: tf.Tensor):
-        critic, seq = self.critic, self.sequence_length
-        mask = batch.loss_mask
-        value_memory = baseline_memory = None
-        if self.memory_size:  # [sequences, memory_size] each, at each sequence's first step
-            value_memory, baseline_memory = tf.split(batch.critic_memory, 2, axis=1)
-        with tf.GradientTape() as tape:
-            terms = self.actor_terms(batch, epsilon)
-            p_loss, entropy = terms.policy_loss, terms.entropy
-            values, baselines = critic.value_and_baseline(
-                batch.obs, batch.team_obs, batch.team_continuous_action,
-                batch.team_discrete_action, batch.team_mask, value_memory, baseline_memory, seq)
-            v_loss = value_loss([values[k] for k in self.streams], batch.old_values,
-                                batch.returns, epsilon, mask, clip=self.hp.clip_value)
-            b_loss = value_loss([baselines[k] for k in self.streams], batch.old_baselines,
-                                batch.returns, epsilon, mask, clip=self.hp.clip_value)
-            loss = p_loss + 0.5 * (v_loss + 0.5 * b_loss) - beta * entropy
-        self.optimizer.apply_gradients(zip(tape.gradient(loss, self.variables), self.variables))
-        return {"Losses/Policy Loss": tf.abs(p_loss), "Losses/Value Loss": v_loss,
-                "Losses/Baseline Loss": b_loss, "Policy/Update Entropy": entropy,
-                **terms.diagnostics}
 
     def _estimates(self, obs, team_obs, team_continuous, team_discrete, team_mask):
         return self.critic.value_and_baseline(obs, team_obs, team_continuous, team_discrete,
@@ -191,7 +164,6 @@ class POCAOptimizer(PPOOptimizer):
         baselines, baseline_states = critic.trace(baseline_features, baseline_memory, steps)
         return (values, baselines), tf.concat([value_states, baseline_states], axis=-1)
 
-    # --- Python side --------------------------------------------------------------------------
     def group_estimates(self, trajectories: Sequence[Trajectory], steps: GroupBatch,
                         after: GroupBatch) -> GroupEstimates:
         """V and b_i at every step of ``trajectories`` (``steps``, concatenated in order) and
@@ -224,6 +196,29 @@ class POCAOptimizer(PPOOptimizer):
         """The largest group in a batch (the critic's member-count normaliser)."""
         self.critic.observe_group_size(members)
 
+
+class POCALoss(PPOLoss):
+    """MA-POCA's loss on a ``POCABatch`` (see the module docstring): PPO's batch fields
+    and actor terms, the group's fields, V's and b_i's value losses."""
+
+    stat_names = ("Losses/Policy Loss", "Losses/Value Loss", "Losses/Baseline Loss",
+                  "Policy/Update Entropy")
+    #: the teammate slots are known once groups report: the first update compiles (one
+    #: trace; XLA once per buffer capacity), nothing ahead of time.
+    compiles_ahead = False
+
+    def signature(self) -> POCABatch:
+        spec, f32 = self.policy.spec, tf.float32
+        a = spec.action_spec
+        return POCABatch(
+            **super().signature()._asdict(),
+            team_obs=tuple(tf.TensorSpec([None, None, *o.shape], f32)
+                           for o in spec.observation_specs),
+            team_continuous_action=tf.TensorSpec([None, None, a.continuous_size], f32),
+            team_discrete_action=tf.TensorSpec([None, None, a.discrete_size], tf.int32),
+            team_mask=tf.TensorSpec([None, None], f32),
+            old_baselines=tuple(tf.TensorSpec([None], f32) for _ in self.streams))
+
     def make_batch(self, buffer: AgentBuffer, capacity: int) -> POCABatch:
         ppo: PPOBatch = super().make_batch(buffer, capacity)
         n_obs = len(self.policy.spec.observation_specs)
@@ -235,3 +230,56 @@ class POCAOptimizer(PPOOptimizer):
             team_mask=pad_rows(buffer[BufferKey.TEAM_MASK], capacity),
             old_baselines=tuple(pad_rows(buffer[stream_key(StreamField.BASELINES, s)], capacity)
                                 for s in self.streams))
+
+    def __call__(self, batch: POCABatch, beta: tf.Tensor, epsilon: tf.Tensor):
+        critic, seq = self.critic, self.sequence_length
+        mask = batch.loss_mask
+        value_memory = baseline_memory = None
+        if self.memory_size:  # [sequences, memory_size] each, at each sequence's first step
+            value_memory, baseline_memory = tf.split(batch.critic_memory, 2, axis=1)
+        terms = actor_terms(self.policy, batch, epsilon, seq)
+        p_loss, entropy = terms.policy_loss, terms.entropy
+        values, baselines = critic.value_and_baseline(
+            batch.obs, batch.team_obs, batch.team_continuous_action,
+            batch.team_discrete_action, batch.team_mask, value_memory, baseline_memory, seq)
+        v_loss = value_loss([values[k] for k in self.streams], batch.old_values,
+                            batch.returns, epsilon, mask, clip=self.hp.clip_value)
+        b_loss = value_loss([baselines[k] for k in self.streams], batch.old_baselines,
+                            batch.returns, epsilon, mask, clip=self.hp.clip_value)
+        loss = p_loss + 0.5 * (v_loss + 0.5 * b_loss) - beta * entropy
+        return loss, {"Losses/Policy Loss": tf.abs(p_loss), "Losses/Value Loss": v_loss,
+                      "Losses/Baseline Loss": b_loss, "Policy/Update Entropy": entropy,
+                      **terms.diagnostics}
+
+
+class POCAOptimizer(ActorCriticOptimizer):
+    """The reward providers, the attention critic, its ``GroupEstimator`` and PPO's update
+    with ``POCALoss``.
+
+    Args: as PPOOptimizer (``critic_runtime`` is unused: the critic's values are computed
+    in TensorFlow, once per update).
+    """
+
+    def __init__(self, policy: Policy, settings: TrainerSettings, jit_compile: bool = True,
+                 critic_runtime: str = "onnxruntime"):
+        del critic_runtime
+        super().__init__(policy, settings)
+        ns = settings.network_settings
+        spec = policy.spec
+        self.critic = POCACritic(spec.observation_specs, spec.action_spec, self.streams,
+                                 ns.hidden_units, ns.num_layers, ns.normalize,
+                                 ns.vis_encode_type, memory_size=policy.memory_size,
+                                 encoder=ns.encoder)
+        loss = POCALoss(policy, self.critic, self.streams, settings,
+                        needs_next_obs(self.reward_providers))
+        self.ppo_update = PPOUpdate(policy, self.critic, settings, self.reward_providers,
+                                    self.bc, loss, jit_compile=jit_compile)
+        self.critic_side: GroupEstimator = GroupEstimator(policy, self.critic, self.streams,
+                                                          ns.normalize)
+
+    def observe_group_size(self, members: int) -> None:
+        self.critic_side.observe_group_size(members)
+
+    def group_estimates(self, trajectories: Sequence[Trajectory], steps: GroupBatch,
+                        after: GroupBatch) -> GroupEstimates:
+        return self.critic_side.group_estimates(trajectories, steps, after)

@@ -25,11 +25,13 @@ from typing import List, Tuple
 
 import numpy as np
 
+from tftrainers.envs import BehaviorSpec
 from tftrainers.processing import (BufferKey, EpisodeStats, StreamField, Trajectory, stream_key,
                                    team_obs_key)
 from tftrainers.returns import batched_lambda_returns, pad_batch, unpad_batch
-from tftrainers.settings import ConfigError
+from tftrainers.settings import ConfigError, TrainerSettings
 from tftrainers.stats import GROUP_CUMULATIVE_REWARD
+from tftrainers.trainers.context import TrainerContext
 from tftrainers.trainers.on_policy import OnPolicyTrainer
 from tftrainers.trainers.poca.optimizer import GroupBatch, POCAOptimizer
 
@@ -42,14 +44,15 @@ class POCATrainer(OnPolicyTrainer):
     #: present, without it (measured in docs/experiments/2026-11-25-poca-group-task.md)
     leaver_bootstrap = "group"
 
-    def __init__(self, behavior_name, spec, settings, *args, **kwargs):
+    def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings,
+                 context: TrainerContext):
         units = settings.network_settings.hidden_units
         if units % 4:
             raise ConfigError(f"behaviors.{behavior_name}.network_settings.hidden_units: {units} "
                               f"does not split into the critic's 4 attention heads; allowed: a "
                               f"multiple of 4")
         self._team_width = 1  # teammate slots in the update buffer (the largest seen)
-        super().__init__(behavior_name, spec, settings, *args, **kwargs)
+        super().__init__(behavior_name, spec, settings, context)
 
     def create_optimizer(self) -> POCAOptimizer:
         return POCAOptimizer(self.policy, self.settings, jit_compile=self.jit_compile,
@@ -60,6 +63,8 @@ class POCATrainer(OnPolicyTrainer):
         return None
 
     def record_episodes(self, episodes: EpisodeStats) -> None:
+        """The base's episode stats, and each ended group's return."""
+        super().record_episodes(episodes)
         ended = episodes.group_done
         if ended.any():
             self.stats.add_stat(GROUP_CUMULATIVE_REWARD, episodes.group_cumulative_reward[ended])

@@ -22,11 +22,13 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from tftrainers.envs import BehaviorSpec
 from tftrainers.processing import Trajectory
 from tftrainers.rewards import RewardBatch
-from tftrainers.settings import ConfigError
+from tftrainers.settings import ConfigError, TrainerSettings
 from tftrainers.timers import TIMERS
 from tftrainers.trainers.base import Trainer
+from tftrainers.trainers.context import TrainerContext
 from tftrainers.trainers.policy import Policy
 from tftrainers.trainers.sac.optimizer import SACBatch, SACOptimizer
 from tftrainers.trainers.sac.replay_buffer import ReplayBuffer
@@ -58,8 +60,9 @@ def available_memory():
 class SACTrainer(Trainer):
     """Trains one behavior with soft actor-critic (see the module doc)."""
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings,
+                 context: TrainerContext):
+        super().__init__(behavior_name, spec, settings, context)
         settings, key = self.settings, f"behaviors.{self.behavior_name}"
         unavailable = [n for n in settings.reward_signals if n not in SAC_REWARD_SIGNALS]
         if unavailable:
