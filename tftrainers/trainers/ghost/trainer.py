@@ -290,36 +290,47 @@ class GhostTrainer:
         return opponents[-1] if opponents else -1
 
     def _collect(self) -> None:
+        """Moves the learning team's queue items to the wrapped trainer's side queue, each
+        through this wrapper's handler for its kind (``_COLLECT``; kinds without one pass
+        as they are); the frozen teams' items are counted as ghost steps and dropped."""
         learning = self.learning_team
-        side = self._side
         for k, (team, manager) in enumerate(self.managers):
             items = manager.queue.drain()
             if team != learning:  # frozen: counted, not trained on
-                self.ghost_step += sum(len(i) for i in items if type(i) is Trajectory)
+                self.ghost_step += sum(len(i) for i in items if isinstance(i, Trajectory))
                 continue
             matches = set()
             for item in items:
-                if type(item) is Trajectory:
-                    key = (k, int(item.agent_id))
-                    if self._clean is not None and key not in self._clean:
-                        continue  # its episode began before this team learned
-                    if item.done and (item.group_done or not item.group_id[-1]):
-                        group = int(item.group_id[-1])
-                        match = (k, "group", group) if group else key
-                        if match not in matches:  # a group plays one match
-                            matches.add(match)
-                            self._rate(key, float(item.rewards[-1] + item.group_reward[-1]))
-                elif type(item) is EpisodeStats:
-                    keys = [(k, a) for a in item.agent_id.tolist()]
-                    self._ended.extend(keys)
-                    if self._clean is not None:
-                        keep = np.array([key in self._clean for key in keys], bool)
-                        self._clean.update(keys)
-                        if not keep.all():
-                            item = EpisodeStats(*(field[keep] for field in item))
-                            if not len(item):
-                                continue
-                side.items.append(item)
+                handler = self._COLLECT.get(type(item))
+                item = handler(self, k, item, matches) if handler else item
+                if item is not None:
+                    self._side.items.append(item)
+
+    def _collect_trajectory(self, k: int, item: Trajectory, matches: set):
+        key = (k, int(item.agent_id))
+        if self._clean is not None and key not in self._clean:
+            return None  # its episode began before this team learned
+        if item.done and (item.group_done or not item.group_id[-1]):
+            group = int(item.group_id[-1])
+            match = (k, "group", group) if group else key
+            if match not in matches:  # a group plays one match
+                matches.add(match)
+                self._rate(key, float(item.rewards[-1] + item.group_reward[-1]))
+        return item
+
+    def _collect_episodes(self, k: int, item: EpisodeStats, matches: set):
+        keys = [(k, a) for a in item.agent_id.tolist()]
+        self._ended.extend(keys)
+        if self._clean is not None:
+            keep = np.array([key in self._clean for key in keys], bool)
+            self._clean.update(keys)
+            if not keep.all():
+                item = EpisodeStats(*(field[keep] for field in item))
+                if not len(item):
+                    return None
+        return item
+
+    _COLLECT = {Trajectory: _collect_trajectory, EpisodeStats: _collect_episodes}
 
     def _rate(self, key: tuple, final_reward: float) -> None:
         result = match_result(final_reward)
