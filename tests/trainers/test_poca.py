@@ -148,7 +148,7 @@ def test_a_leaver_bootstraps_from_the_members_still_present_when_asked(tmp_path)
         trajectory(7, [8, 9], [0, 0], done=True, group_done=False, agent=2),  # left last
     ]
     seen = {}
-    optimizer = trainer.optimizer
+    optimizer = trainer.optimizer.critic_side
     optimizer.estimates = lambda batch: ({"extrinsic": np.zeros(3, np.float32)},
                                          {"extrinsic": np.zeros(3, np.float32)})
 
