@@ -106,7 +106,11 @@ def test_every_run_writes_timers_json_and_a_summary_line(tmp_path, capsys, worke
     assert {"start-up", "act", "env step", "trajectory assembly", "update", "targets",
             "checkpoint", "export"} <= set(phases) if workers == "inline" else (
         {"start-up", "update", "targets", "checkpoint", "export"} <= set(phases))
-    assert phases["checkpoint"]["count"] == 2  # step 200 and the final save
+    # Inline: step 200 and the final save. Env workers deliver up to a weight version's
+    # steps per drain, so crossing 200 can fall in the drain that reaches max_steps (one
+    # save then); the checkpoint phase is timed either way.
+    count = phases["checkpoint"]["count"]
+    assert count == 2 if workers == "inline" else count in (1, 2), count
     start = phases["start-up"]
     assert {"import tensorflow", "create trainers"} <= set(start["children"])
     assert 0 < start["total"] < tree["total"]
