@@ -23,6 +23,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from tftrainers.envs import BehaviorSpec
+from tftrainers.envs.checks import available_memory
 from tftrainers.processing import Trajectory
 from tftrainers.rewards import RewardBatch
 from tftrainers.settings import ConfigError, TrainerSettings
@@ -43,18 +44,6 @@ STEP_BUCKETS = (16, MAX_STEPS_PER_CALL)
 #: Reward signals SAC trains with in this version.
 SAC_REWARD_SIGNALS = ("extrinsic", "curiosity", "rnd")
 BUFFER_FILE = re.compile(r"^replay_buffer-(\d+)\.npz$")
-
-
-def available_memory():
-    """Bytes of memory available to allocate now (Linux' MemAvailable), or None."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
 
 
 class SACTrainer(Trainer):
