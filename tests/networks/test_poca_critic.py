@@ -121,7 +121,11 @@ def test_the_critic_starts_as_small_as_ml_agents():
     for layer, std in ((critic.attention.query, (0.125 / units) ** 0.5),
                        (critic.obs_embedding.dense, (0.125 / units) ** 0.5),
                        (critic.hidden_layers[1], (0.125 / units) ** 0.5 / units ** 0.5)):
-        assert abs(float(np.std(layer.kernel.numpy())) / std - 1) < 0.1, layer.name
+        kernel = layer.kernel.numpy()
+        # A sample std of n draws is off by about 1 / sqrt(2 n): four of those (the entity
+        # layer of a one-feature member has only 64 weights), and never tighter than 10%.
+        tolerance = max(0.1, 4 / np.sqrt(2 * kernel.size))
+        assert abs(float(np.std(kernel)) / std - 1) < tolerance, (layer.name, kernel.size)
     critic.observe_group_size(2)
     obs = [np.array([[[1.0], [1.0]], [[-1.0], [-1.0]]], np.float32)]
     values = critic.value(obs, np.ones((2, 2), np.float32))["extrinsic"].numpy()
