@@ -244,7 +244,7 @@ def test_bootstrap_ends_keeps_the_rule_before_absorbing_states(tmp_path):
     assert provider.ignore_done is True and not provider.absorbing
     assert [s.name for s in provider.network.body.observation_specs] == ["position"]
     provider._estimate_fn = lambda batch: tf.fill([len(batch.mask)], 0.75)
-    trainer.optimizer.values = lambda obs: {"gail": np.full(len(obs[0]), 5.0, np.float32)}
+    trainer.optimizer.critic_side.values = lambda obs: {"gail": np.full(len(obs[0]), 5.0, np.float32)}
     trainer.compute_targets([basic_trajectory(2, done=True, interrupted=False),
                              basic_trajectory(2, done=False, interrupted=True)])
     returns = trainer.buffer[stream_key(StreamField.RETURNS, "gail")]
