@@ -40,3 +40,26 @@ def test_acting_goes_on_while_a_threaded_update_runs(tmp_path):
     path = trainer.save()
     assert path is not None
     env.close()
+
+
+def test_acting_waits_for_the_update_once_it_is_an_update_call_ahead(tmp_path):
+    env = make("builtin:Ball3D", seed=0, num_areas=1)
+    env.reset()
+    settings = sac_settings("Ball3D", hyperparameters={"steps_per_update": 0.5}, threaded=True)
+    trainer = make_trainer(tmp_path, env, "Ball3D", settings, jit_compile=False)
+    assert trainer.steps_ahead() == 128  # 256 gradient steps' worth of agent steps
+    gate, original = threading.Event(), trainer.optimizer.update
+
+    def held(*args, **kwargs):
+        assert gate.wait(120)
+        return original(*args, **kwargs)
+    trainer.optimizer.update = held
+    drive(env, trainer, 9)  # the first update starts at 96 steps and is held
+    version = trainer.version
+    assert trainer._update_thread.is_alive()
+    threading.Timer(1.0, gate.set).start()
+    drive(env, trainer, 16)  # past 128 waiting steps the env loop waits for the update
+    assert gate.is_set() and trainer.version > version
+    assert sum(len(t) for t in trainer._pending) < 128
+    trainer.wait_for_update()
+    env.close()

@@ -111,8 +111,14 @@ class SACTrainer(Trainer):
         setup = super().acting_setup()
         if self.inference:
             return setup
+        return setup._replace(steps_per_version=self.steps_ahead())
+
+    def steps_ahead(self) -> int:
+        """How many steps acting may run ahead of the weights it acts with: about one
+        update call's worth (env workers per weight version; ``threaded`` while an update
+        runs), so that acting cannot outrun ``steps_per_update``'s ratio."""
         steps = int(MAX_STEPS_PER_CALL * self.hp.steps_per_update)
-        return setup._replace(steps_per_version=max(steps, self.settings.time_horizon))
+        return max(steps, self.settings.time_horizon)
 
     def trackables(self) -> Dict[str, object]:
         if self.optimizer is None:
@@ -123,7 +129,11 @@ class SACTrainer(Trainer):
     def process_trajectories(self, trajectories: List[Trajectory]) -> None:
         if self._update_thread is not None:  # the buffer and networks are the update's now
             self._pending.extend(trajectories)
-            return
+            if sum(len(t) for t in self._pending) < self.steps_ahead():
+                return
+            # Acting is an update call's worth of steps ahead: it waits for the update.
+            self.wait_for_update()
+            trajectories, self._pending = self._pending, []
         self._learn_from(trajectories)
 
     def update_if_ready(self) -> None:
