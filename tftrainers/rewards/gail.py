@@ -12,7 +12,8 @@ policy is paid for steps D mistakes for the expert's:
 
 ``use_actions`` adds the action (continuous in the env's [-1, 1] scale, as the
 demonstrations hold it: the trainer's raw samples through ``env_actions``, PPO's
-``clip(x, -3, 3) / 3`` or SAC's ``tanh``; discrete one-hot per branch) and the step's done flag to the observation, as a vector input of the body.
+``clip(x, -3, 3) / 3`` or SAC's ``tanh``; discrete one-hot per branch) and the step's done
+flag to the observation, as a vector input of the body.
 ``use_next_obs`` (a tftrainers extension) adds the observations that followed the step, as
 GAIfO (Torabi et al. 2018) judges state transitions: D can then tell where a step led (an
 episode that ends in a pit from one that ends at the goal) from the outcome itself, not only

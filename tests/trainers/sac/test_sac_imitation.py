@@ -81,8 +81,8 @@ def test_gail_reward_is_recomputed_on_each_sampled_batch_and_d_trains_in_the_loo
     env = env_of("builtin:Ball3D")
     settings = sac_settings(
         "Ball3D", hyperparameters={"reward_signal_steps_per_update": 8},
-        reward_signals={"extrinsic": {}, **gail_signal("Ball3D.demo", use_actions=True,
-                                                      strength=0.5)})
+        reward_signals={"extrinsic": {},
+                        **gail_signal("Ball3D.demo", use_actions=True, strength=0.5)})
     trainer = make_trainer(tmp_path, env, "Ball3D", settings, jit_compile=False)
     drive(env, trainer, 20)  # 12 agents
     provider = trainer.optimizer.reward_providers["gail"]

@@ -139,7 +139,7 @@ DEMOS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "configs", "de
     {"behavioral_cloning": {"demo_path": os.path.join(DEMOS, "GridWorld.demo")}},
 ])
 def test_demonstrations_that_do_not_fit_a_sac_behavior_are_one_line(tmp_path, capsys,
-                                                                     behavior):
+                                                                    behavior):
     with pytest.raises(SystemExit) as exit_info:
         learn_main([write_config(tmp_path, **behavior), "--run-id", "bad", "--results-dir",
                     str(tmp_path / "r")])
