@@ -5,12 +5,14 @@
 - ``rnd``: random network distillation error (frozen target, trained predictor, Adam).
 - ``gail``: a discriminator's belief that a step is the demonstrations' (GAIL, VAIL).
 
-``create_reward_provider(name, spec, settings, seed)`` builds one from its ``reward_signals``
-entry; an unknown or unavailable name raises ValueError naming the available ones.
+``create_reward_provider(name, spec, settings, seed, env_actions)`` builds one from its
+``reward_signals`` entry (``env_actions``: how the trainer's raw continuous actions map to
+the env's [-1, 1], PPO's ``clip(x, -3, 3) / 3`` by default, SAC's ``tanh``); an unknown or
+unavailable name raises ValueError naming the available ones.
 """
 from __future__ import annotations
 
-from typing import Dict, Mapping
+from typing import Callable, Dict, Mapping, Optional
 
 from tftrainers.envs import BehaviorSpec
 from tftrainers.rewards.base import (ExtrinsicRewardProvider, RewardBatch, RewardProvider,
@@ -30,16 +32,18 @@ REWARD_PROVIDERS: Mapping[str, type] = {
 
 
 def create_reward_provider(name: str, spec: BehaviorSpec, settings: RewardSignalSettings,
-                           seed: int = 0) -> RewardProvider:
+                           seed: int = 0, env_actions: Optional[Callable] = None
+                           ) -> RewardProvider:
     if name not in REWARD_PROVIDERS:
         raise ValueError(f"reward signal '{name}' is not available; available: "
                          f"{', '.join(REWARD_PROVIDERS)}")
-    return REWARD_PROVIDERS[name](name, spec, settings, seed)
+    return REWARD_PROVIDERS[name](name, spec, settings, seed, env_actions)
 
 
 def create_reward_providers(spec: BehaviorSpec, signals: Mapping[str, RewardSignalSettings],
-                            seed: int = 0) -> Dict[str, RewardProvider]:
-    return {name: create_reward_provider(name, spec, s, seed + i)
+                            seed: int = 0, env_actions: Optional[Callable] = None
+                            ) -> Dict[str, RewardProvider]:
+    return {name: create_reward_provider(name, spec, s, seed + i, env_actions)
             for i, (name, s) in enumerate(signals.items())}
 
 

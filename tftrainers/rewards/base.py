@@ -13,12 +13,13 @@ compiled update call (a graph function), so it must be pure TensorFlow.
 from __future__ import annotations
 
 import abc
-from typing import Dict, NamedTuple, Sequence, Tuple
+from typing import Callable, Dict, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 
 from tftrainers.envs import BehaviorSpec
+from tftrainers.networks.action_model import ActionModel
 from tftrainers.settings import RewardSignalSettings
 
 
@@ -27,7 +28,7 @@ class RewardBatch(NamedTuple):
 
     obs: Tuple  # per observation spec [B, *shape] float32: what the action was chosen from
     next_obs: Tuple  # per observation spec [B, *shape] float32: what followed the action
-    continuous_action: object  # [B, c] float32 raw (pre-clip) samples
+    continuous_action: object  # [B, c] float32 raw samples (before ``env_actions``)
     discrete_action: object  # [B, branches] int32
     environment_reward: object  # [B] float32
     done: object  # [B] float32, 1 on the last step of an episode that really ended
@@ -65,8 +66,11 @@ class RewardProvider(abc.ABC):
     update_stat_names: Tuple[str, ...] = ()
 
     def __init__(self, name: str, spec: BehaviorSpec, settings: RewardSignalSettings,
-                 seed: int = 0):
+                 seed: int = 0, env_actions: Optional[Callable] = None):
         self.name = name
+        # How the trainer's raw continuous actions become the env's [-1, 1] ones (what
+        # demonstrations hold): PPO's clip(x, -3, 3) / 3 by default, SAC's tanh.
+        self.env_actions = env_actions or ActionModel.env_actions
         self.seed = int(seed)  # of the provider's own random draws, if it makes any
         self.spec = spec
         self.settings = settings

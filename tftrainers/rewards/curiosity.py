@@ -150,8 +150,9 @@ class CuriosityRewardProvider(RewardProvider):
     needs_next_obs = True
     update_stat_names = ("Losses/Curiosity Forward Loss", "Losses/Curiosity Inverse Loss")
 
-    def __init__(self, name: str, spec: BehaviorSpec, settings: CuriositySettings, seed: int = 0):
-        super().__init__(name, spec, settings, seed)
+    def __init__(self, name: str, spec: BehaviorSpec, settings: CuriositySettings, seed: int = 0,
+                 env_actions=None):
+        super().__init__(name, spec, settings, seed, env_actions)
         self.network = CuriosityNetwork(spec, settings, name="curiosity")
         self.optimizer = FusedAdam(self.network.trainable_variables, settings.learning_rate,
                                    epsilon=1e-8, name=f"{name}_adam")

@@ -10,8 +10,10 @@ policy is paid for steps D mistakes for the expert's:
     reward = -log(1 - D(s [, s'] [, a, done]) * (1 - eps))              (the trainer * strength)
              absorbing states: that - r_abs; of a D of states alone log D - log(1 - D) - r_abs
 
-``use_actions`` adds the action (continuous in the env's [-1, 1] scale, discrete one-hot
-per branch) and the step's done flag to the observation, as a vector input of the body.
+``use_actions`` adds the action (continuous in the env's [-1, 1] scale, as the
+demonstrations hold it: the trainer's raw samples through ``env_actions``, PPO's
+``clip(x, -3, 3) / 3`` or SAC's ``tanh``; discrete one-hot per branch) and the step's done
+flag to the observation, as a vector input of the body.
 ``use_next_obs`` (a tftrainers extension) adds the observations that followed the step, as
 GAIfO (Torabi et al. 2018) judges state transitions: D can then tell where a step led (an
 episode that ends in a pit from one that ends at the goal) from the outcome itself, not only
@@ -67,8 +69,9 @@ bottleneck z ~ N(mu(h), sigma^2) (z of 128, sigma learned, noise only while trai
 discriminator), its KL to N(0, 1) is held near 0.5 by a dual variable
 ``beta <- max(0, beta + 0.0005 (KL - 0.5))`` updated after each step.
 
-The discriminator takes one Adam step per PPO minibatch inside the trainer's compiled
-update, against as many expert steps drawn at random (with replacement) from the
+The discriminator takes one Adam step per PPO minibatch (SAC: per
+``reward_signal_steps_per_update`` agent steps, on the sampled minibatch) inside the
+trainer's compiled update, against as many expert steps drawn at random (with replacement) from the
 demonstrations. Its normalizer, when ``network_settings.normalize`` is set, holds the
 demonstrations' statistics (ML-Agents feeds it expert batches).
 """
@@ -83,7 +86,6 @@ import tensorflow as tf
 from tftrainers.envs import BehaviorSpec
 from tftrainers.envs.base import ObservationSpec
 from tftrainers.networks import NetworkBody
-from tftrainers.networks.action_model import ActionModel
 from tftrainers.networks.layers import kaiming_normal
 from tftrainers.processing.demonstrations import load_demonstrations
 from tftrainers.rewards.base import RewardBatch, RewardProvider, masked_mean, reward_signature
@@ -297,8 +299,9 @@ class GAILRewardProvider(RewardProvider):
     # per provider.
     ignore_done = False
 
-    def __init__(self, name: str, spec: BehaviorSpec, settings: GAILSettings, seed: int = 0):
-        super().__init__(name, spec, settings, seed)
+    def __init__(self, name: str, spec: BehaviorSpec, settings: GAILSettings, seed: int = 0,
+                 env_actions=None):
+        super().__init__(name, spec, settings, seed, env_actions)
         self.absorbing = bool(settings.absorbing_state)
         # A D of states alone also judges the state each real end leaves the episode in
         # and is paid DAC's reward (module doc); it reads the trainer's next_obs.
@@ -335,7 +338,7 @@ class GAILRewardProvider(RewardProvider):
 
     # --- graph ---------------------------------------------------------------------------
     def _policy_inputs(self, batch: RewardBatch) -> List[tf.Tensor]:
-        continuous = ActionModel.env_actions(batch.continuous_action)  # the demos' scale
+        continuous = self.env_actions(batch.continuous_action)  # the demos' scale
         return self.network.inputs_of(batch.obs, continuous, batch.discrete_action,
                                       batch.done, batch.next_obs)
 

@@ -62,8 +62,9 @@ class RNDRewardProvider(RewardProvider):
     needs_next_obs = True
     update_stat_names = ("Losses/RND Loss",)
 
-    def __init__(self, name: str, spec: BehaviorSpec, settings: RNDSettings, seed: int = 0):
-        super().__init__(name, spec, settings, seed)
+    def __init__(self, name: str, spec: BehaviorSpec, settings: RNDSettings, seed: int = 0,
+                 env_actions=None):
+        super().__init__(name, spec, settings, seed, env_actions)
         ns = settings.network_settings
 
         def body(label):

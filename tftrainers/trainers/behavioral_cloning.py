@@ -1,4 +1,4 @@
-"""Behavioral cloning inside PPO (``behavioral_cloning:``), as ML-Agents' BCModule.
+"""Behavioral cloning inside PPO and SAC (``behavioral_cloning:``), as ML-Agents' BCModule.
 
     bc = BCModule(policy, settings.behavioral_cloning, hyperparameters, seed)
     plan = bc.plan(step, rng)              # Python: which demo rows, how many minibatches, lr
@@ -6,13 +6,15 @@
     bc.optimizer.learning_rate.assign(plan.learning_rate)
     loss = bc.update_step(plan.index[i])   # one gradient step on demo minibatch i < count
 
-After each PPO update the actor takes ``num_epoch`` (default: the trainer's) passes of
+After each PPO update (SAC: after the gradient steps due when trajectories arrive) the
+actor takes ``num_epoch`` (default: the trainer's; SAC has none: 3, as ML-Agents) passes of
 shuffled minibatches of ``batch_size`` (default: the trainer's) demonstration steps, at
 most ``samples_per_update`` steps per pass when that is > 0, with its own Adam. Its
 learning rate is the policy's initial learning rate x ``strength``, decayed linearly to
 1e-10 over ``steps`` (0: constant); once there, cloning stops (no more minibatches).
 The loss is ML-Agents' (``cloning_loss.cloning_loss`` with ``sampled_mse``): the squared
-error of the sampled continuous action against the demonstration's (pre-clip scale), plus
+error of the sampled continuous action against the demonstration's (pre-clip scale; SAC's
+squashed policy: tanh of the sample against the demonstration's env action), plus
 the cross-entropy of each discrete branch's masked policy against the demonstration's
 choice, averaged over branches. Stat: ``Losses/Pretraining Loss``.
 

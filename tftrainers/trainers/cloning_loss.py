@@ -23,6 +23,11 @@ teacher action a in [-1, 1] is the pre-clip action ``3 a``. Three losses (``CONT
                     BCModule (MSE of the sampled action), which shrinks the spread too
 The README's BC section says which is the default and the measurement behind it.
 Both kinds combined (hybrid actions) add up.
+
+A squashed student (SAC's actor, ``tanh_squash``) acts with ``tanh(x)``: there ``mse`` and
+``sampled_mse`` compare ``tanh`` of the mean or of the sample with the teacher's action in
+the env's scale, and ``log_likelihood`` scores ``atanh(a)`` (a clipped to +-0.999, so that a
+teacher at the bound has a finite target) under the Gaussian before the squash.
 """
 from __future__ import annotations
 
@@ -36,19 +41,23 @@ from tftrainers.networks.action_model import apply_mask, gaussian_log_prob
 CONTINUOUS = ("log_likelihood", "mse", "sampled_mse")
 #: The policy's continuous actions are ``clip(x, -3, 3) / 3`` of the raw x.
 ACTION_SCALE = 3.0
+#: A squashed student's log-likelihood target is atanh of the teacher's action within these.
+SQUASH_BOUND = 0.999
 
 
 class StudentDistribution(NamedTuple):
     """The student's action distribution at a batch of steps.
 
     mean, log_std: [B, c] raw (pre-clip) Gaussian; logits: one [B, branch] per branch
-    (not masked yet); masks: [B, sum(branches)] float32, 1 = allowed.
+    (not masked yet); masks: [B, sum(branches)] float32, 1 = allowed; squashed: the
+    student acts with tanh of the Gaussian (SAC), not ``clip(x, -3, 3) / 3``.
     """
 
     mean: tf.Tensor
     log_std: tf.Tensor
     logits: Sequence[tf.Tensor]
     masks: tf.Tensor
+    squashed: bool = False
 
 
 class TeacherActions(NamedTuple):
@@ -95,7 +104,8 @@ def discrete_cloning_loss(logits: Sequence[tf.Tensor], masks: Optional[tf.Tensor
 
 def continuous_cloning_loss(mean: tf.Tensor, log_std: tf.Tensor, actions: tf.Tensor,
                             loss_mask: tf.Tensor, kind: str = "log_likelihood",
-                            noise: Optional[tf.Tensor] = None) -> tf.Tensor:
+                            noise: Optional[tf.Tensor] = None,
+                            squashed: bool = False) -> tf.Tensor:
     """The continuous cloning loss ``kind`` (see the module docstring).
 
     Args:
@@ -104,20 +114,29 @@ def continuous_cloning_loss(mean: tf.Tensor, log_std: tf.Tensor, actions: tf.Ten
         loss_mask: [B] float32, 1 = a real step.
         kind: one of ``CONTINUOUS``.
         noise: [B, c] standard normal draws for ``sampled_mse`` (drawn here if None).
+        squashed: the student acts with ``tanh`` of the Gaussian (module docstring).
 
     Returns:
         Scalar, averaged over dimensions and real steps.
     """
-    target = ACTION_SCALE * tf.cast(actions, mean.dtype)
+    actions = tf.cast(actions, mean.dtype)
+    if squashed:  # compared in the env's scale; the likelihood of atanh(a) before the tanh
+        target, acted = actions, tf.tanh
+        raw_target = tf.atanh(tf.clip_by_value(actions, -SQUASH_BOUND, SQUASH_BOUND))
+    else:  # compared before the clip: the teacher's a is the raw 3a
+        target = raw_target = ACTION_SCALE * actions
+
+        def acted(x):
+            return x
     if kind == "mse":
-        per_step = tf.reduce_mean(tf.square(mean - target), axis=-1)
+        per_step = tf.reduce_mean(tf.square(acted(mean) - target), axis=-1)
     elif kind == "log_likelihood":
-        per_step = -tf.reduce_mean(gaussian_log_prob(target, mean, log_std), axis=-1)
+        per_step = -tf.reduce_mean(gaussian_log_prob(raw_target, mean, log_std), axis=-1)
     elif kind == "sampled_mse":
         if noise is None:
             noise = tf.random.normal(tf.shape(mean), dtype=mean.dtype)
         sample = mean + tf.exp(log_std) * noise
-        per_step = tf.reduce_mean(tf.square(sample - target), axis=-1)
+        per_step = tf.reduce_mean(tf.square(acted(sample) - target), axis=-1)
     else:
         raise ValueError(f"continuous cloning loss '{kind}': allowed {', '.join(CONTINUOUS)}")
     return _masked_mean(per_step, loss_mask)
@@ -130,7 +149,7 @@ def cloning_loss(student: StudentDistribution, teacher: TeacherActions, loss_mas
     parts: List[tf.Tensor] = []
     if student.mean.shape[-1]:
         parts.append(continuous_cloning_loss(student.mean, student.log_std, teacher.continuous,
-                                             loss_mask, continuous, noise))
+                                             loss_mask, continuous, noise, student.squashed))
     if len(student.logits):
         parts.append(discrete_cloning_loss(student.logits, student.masks, teacher.discrete,
                                            loss_mask))
@@ -150,13 +169,13 @@ def student_distribution(actor, obs: Sequence[tf.Tensor], masks: tf.Tensor,
     """
     encoding, _ = actor.body(list(obs), memory=memory, sequence_length=sequence_length)
     model = actor.action_model
-    if model.continuous_size:
-        mean = model.mean(encoding)
-        log_std = tf.zeros_like(mean) + model.log_std
+    if model.continuous_size:  # [B, c] each; SAC's log std is a head of the encoding
+        mean, log_std = model._gaussian(encoding)
     else:
         mean = log_std = tf.zeros(tf.stack([tf.shape(encoding)[0], 0]), encoding.dtype)
     logits = [head(encoding) for head in model.branch_heads]
-    return StudentDistribution(mean, log_std, logits, masks)
+    return StudentDistribution(mean, log_std, logits, masks,
+                               actor.tanh_squash)
 
 
 def agreement(student: StudentDistribution, teacher: TeacherActions,
@@ -166,8 +185,9 @@ def agreement(student: StudentDistribution, teacher: TeacherActions,
     Returns:
         (discrete, continuous): the share of real steps where the argmax of the masked
         logits equals the teacher's action in every branch, and the mean absolute
-        difference between ``clip(mean, -3, 3) / 3`` and the teacher's env action (over
-        dims and steps); 0 for a kind the behavior does not have.
+        difference between ``clip(mean, -3, 3) / 3`` (a squashed student: ``tanh(mean)``)
+        and the teacher's env action (over dims and steps); 0 for a kind the behavior
+        does not have.
     """
     discrete = tf.constant(0.0)
     if len(student.logits):
@@ -179,7 +199,8 @@ def agreement(student: StudentDistribution, teacher: TeacherActions,
         discrete = _masked_mean(tf.cast(same, tf.float32), loss_mask)
     continuous = tf.constant(0.0)
     if student.mean.shape[-1]:
-        acted = tf.clip_by_value(student.mean, -ACTION_SCALE, ACTION_SCALE) / ACTION_SCALE
+        acted = (tf.tanh(student.mean) if student.squashed else
+                 tf.clip_by_value(student.mean, -ACTION_SCALE, ACTION_SCALE) / ACTION_SCALE)
         difference = tf.reduce_mean(tf.abs(acted - teacher.continuous), axis=-1)
         continuous = _masked_mean(difference, loss_mask)
     return discrete, continuous

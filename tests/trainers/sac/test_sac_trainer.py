@@ -189,11 +189,6 @@ def test_a_replay_buffer_larger_than_memory_is_refused_in_one_line(tmp_path, mon
 @pytest.mark.parametrize("behavior,message", [
     ({"network_settings": {"memory": {"memory_size": 16, "sequence_length": 4}}},
      "behaviors.Basic.network_settings.memory: not available with trainer_type sac"),
-    ({"reward_signals": {"extrinsic": {}, "gail": {"demo_path": "configs/demos"}}},
-     "behaviors.Basic.reward_signals.gail: not available with trainer_type sac in "
-     "this version; available: extrinsic, curiosity, rnd"),
-    ({"behavioral_cloning": {"demo_path": "configs/demos"}},
-     "behaviors.Basic.behavioral_cloning: not available with trainer_type sac"),
 ])
 def test_unavailable_sac_settings_are_one_line(tmp_path, behavior, message):
     env = env_of("builtin:Basic", 1)

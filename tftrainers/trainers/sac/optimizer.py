@@ -14,7 +14,7 @@ the loop are graph code; no file, queue or counter is touched here.
 from __future__ import annotations
 
 import math
-from typing import Dict, List, NamedTuple
+from typing import Dict, List, NamedTuple, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -25,6 +25,8 @@ from tftrainers.settings import TrainerSettings
 from tftrainers.tf_utils.adam import FusedAdam
 from tftrainers.tf_utils.compiled import CompiledFunction
 from tftrainers.tf_utils.draws import Draws
+from tftrainers.trainers.behavioral_cloning import STAT as PRETRAINING_LOSS
+from tftrainers.trainers.behavioral_cloning import BCModule, BCPlan
 from tftrainers.trainers.policy import Policy
 from tftrainers.trainers.sac import losses as L
 from tftrainers.trainers.sac.networks import QNetwork, trainable
@@ -35,13 +37,16 @@ STAT_NAMES = ("Losses/Policy Loss", "Losses/Value Loss", "Losses/Q1 Loss", "Loss
 #: log alpha stays within these bounds (a runaway coefficient made ML-Agents' runs go NaN,
 #: ML-Agents #5928).
 LOG_ALPHA_MIN, LOG_ALPHA_MAX = math.log(1e-8), math.log(1e3)
+#: Passes over the demonstrations per cloning when ``behavioral_cloning.num_epoch`` is not
+#: set (SAC has no ``num_epoch``; ML-Agents' BCModule defaults to 3 for every trainer).
+BC_NUM_EPOCH = 3
 
 
 class SACBatch(NamedTuple):
     """K minibatches stacked: each field [K, B, ...] (see ``replay_buffer.Transitions``).
 
     rewards: [K, B, streams] float32, each stream's reward times its strength.
-    reward_update: [K] float32, 1 where the learned reward signals (curiosity, RND) also
+    reward_update: [K] float32, 1 where the learned reward signals (curiosity, RND, GAIL) also
         take a step on that minibatch.
     """
 
@@ -84,7 +89,19 @@ class SACOptimizer:
         hp = settings.hyperparameters
         self.tau = float(hp.tau)
         self.batch_size = int(hp.batch_size)
-        self.reward_providers = create_reward_providers(spec, settings.reward_signals, seed=seed)
+        # GAIL compares the policy's actions with the demonstrations' in the env's scale:
+        # tanh of the stored pre-squash samples.
+        self.reward_providers = create_reward_providers(
+            spec, settings.reward_signals, seed=seed,
+            env_actions=policy.actor.action_model.env_actions)
+        bc = settings.behavioral_cloning
+        self.bc: Optional[BCModule] = (
+            BCModule(policy, bc, hp.learning_rate, hp.batch_size, BC_NUM_EPOCH, seed=seed)
+            if bc is not None else None)
+        self._clone = (CompiledFunction(self._clone_steps, [BCPlan(
+            tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int32),
+            tf.TensorSpec([], tf.float32))], jit_compile=jit_compile)
+            if self.bc is not None else None)
         self.streams = tuple(self.reward_providers)
         ns = settings.network_settings
         net = dict(hidden_units=ns.hidden_units, num_layers=ns.num_layers,
@@ -177,6 +194,16 @@ class SACOptimizer:
 
         return tf.cond(batch.reward_update > 0.5, step,
                        lambda: tf.zeros([len(self.reward_stat_names)]))
+
+    def _clone_steps(self, plan: BCPlan) -> tf.Tensor:
+        """``plan.count`` behavioral cloning steps of the actor (``BCModule``); their mean
+        loss."""
+        self.bc.optimizer.learning_rate.assign(plan.learning_rate)
+        _, total = tf.while_loop(lambda i, _: i < plan.count,
+                                 lambda i, total: (i + 1, total + self.bc.update_step(
+                                     plan.index[i])),
+                                 (tf.constant(0), tf.constant(0.0)))
+        return total / tf.cast(tf.maximum(plan.count, 1), tf.float32)
 
     def _policy_outputs(self, obs, mask):
         """The policy at ``obs``, reparameterised: (continuous action tanh(u) or None,
@@ -292,6 +319,13 @@ class SACOptimizer:
         stats["Policy/Learning Rate"] = float(learning_rate)
         return stats
 
+    def clone(self, plan: BCPlan) -> Dict[str, float]:
+        """The behavioral cloning steps of ``plan`` (after an update's gradient steps, as
+        ML-Agents); ``Losses/Pretraining Loss`` when any ran."""
+        if self.bc is None or not plan.count:
+            return {}
+        return {PRETRAINING_LOSS: float(self._clone(plan).numpy())}
+
     def state_values(self, obs: List[np.ndarray]) -> Dict[str, np.ndarray]:
         """V(s) per stream for a batch of observations ([n] each): ``Policy/<Signal>
         Value``."""
@@ -308,6 +342,8 @@ class SACOptimizer:
         """What a checkpoint holds besides the policy."""
         providers = {k: v for p in self.reward_providers.values()
                      for k, v in p.trackables().items()}
+        if self.bc is not None:
+            providers.update(self.bc.trackables())
         return {"q1": self.q1, "q2": self.q2, "value": self.value,
                 "target_value": self.target_value, "entropy_coefficients": self.alphas,
                 "policy_adam": self.policy_adam, "value_adam": self.value_adam,

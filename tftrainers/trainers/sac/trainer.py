@@ -18,6 +18,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+import threading
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -42,7 +43,7 @@ MAX_STEPS_PER_CALL = 256
 #: for two shapes only (the padding is sampled but not trained on).
 STEP_BUCKETS = (16, MAX_STEPS_PER_CALL)
 #: Reward signals SAC trains with in this version.
-SAC_REWARD_SIGNALS = ("extrinsic", "curiosity", "rnd")
+SAC_REWARD_SIGNALS = ("extrinsic", "curiosity", "rnd", "gail")
 BUFFER_FILE = re.compile(r"^replay_buffer-(\d+)\.npz$")
 
 
@@ -62,9 +63,6 @@ class SACTrainer(Trainer):
             raise ConfigError(f"{key}.network_settings.memory: not available with "
                               f"trainer_type sac in this version (no recurrent SAC yet); "
                               f"remove it or use trainer_type ppo")
-        if settings.behavioral_cloning is not None:
-            raise ConfigError(f"{key}.behavioral_cloning: not available with trainer_type "
-                              f"sac in this version; remove it or use trainer_type ppo")
         hp = self.hp = settings.hyperparameters
         self._policy = self.create_policy()
         self.optimizer: Optional[SACOptimizer] = None
@@ -82,8 +80,13 @@ class SACTrainer(Trainer):
                     f"(ML-Agents #4601: a replay buffer that does not fit fails much later)")
         self.rng = np.random.default_rng(self.seed + 1)  # replay sampling
         self.gradient_steps = 0
-        self.reward_signal_steps = 0  # of the learned reward signals (curiosity, RND)
+        self.reward_signal_steps = 0  # of the learned reward signals (curiosity, RND, GAIL)
         self.last_update: Dict[str, float] = {}
+        # threaded: true: the gradient steps run in a thread while acting goes on with the
+        # previous weights; what arrives meanwhile waits in _pending (module doc).
+        self._update_thread: Optional[threading.Thread] = None
+        self._thread_outcome: Dict[str, object] = {}
+        self._pending: List[Trajectory] = []
         # Per stream, each agent's reward so far in its current episode.
         self._episode_rewards: Dict[str, Dict[int, float]] = {}
 
@@ -108,8 +111,14 @@ class SACTrainer(Trainer):
         setup = super().acting_setup()
         if self.inference:
             return setup
+        return setup._replace(steps_per_version=self.steps_ahead())
+
+    def steps_ahead(self) -> int:
+        """How many steps acting may run ahead of the weights it acts with: about one
+        update call's worth (env workers per weight version; ``threaded`` while an update
+        runs), so that acting cannot outrun ``steps_per_update``'s ratio."""
         steps = int(MAX_STEPS_PER_CALL * self.hp.steps_per_update)
-        return setup._replace(steps_per_version=max(steps, self.settings.time_horizon))
+        return max(steps, self.settings.time_horizon)
 
     def trackables(self) -> Dict[str, object]:
         if self.optimizer is None:
@@ -118,6 +127,39 @@ class SACTrainer(Trainer):
 
     # --- learning ----------------------------------------------------------------------------
     def process_trajectories(self, trajectories: List[Trajectory]) -> None:
+        if self._update_thread is not None:  # the buffer and networks are the update's now
+            self._pending.extend(trajectories)
+            if sum(len(t) for t in self._pending) < self.steps_ahead():
+                return
+            # Acting is an update call's worth of steps ahead: it waits for the update.
+            self.wait_for_update()
+            trajectories, self._pending = self._pending, []
+        self._learn_from(trajectories)
+
+    def update_if_ready(self) -> None:
+        """With ``threaded``: takes a finished update's weights and stats, then learns from
+        what arrived while it ran (the next update starts with every step due by then)."""
+        if self._update_thread is not None:
+            if self._update_thread.is_alive():
+                return
+            self.wait_for_update()
+        if self._pending:
+            pending, self._pending = self._pending, []
+            self._learn_from(pending)
+
+    def wait_for_update(self) -> None:
+        """Waits for a threaded update still running and takes its stats and weights."""
+        if self._update_thread is None:
+            return
+        self._update_thread.join()
+        self._update_thread = None
+        outcome, self._thread_outcome = self._thread_outcome, {}
+        if "error" in outcome:
+            raise outcome["error"]
+        self._finish_update(outcome["stats"])
+
+    def _learn_from(self, trajectories: List[Trajectory]) -> None:
+        """Normalizers, replay buffer and reports take the trajectories; then the update."""
         n_obs = len(self.spec.observation_specs)
         obs = [np.concatenate([t.obs[i] for t in trajectories]) for i in range(n_obs)]
         self._policy.update_normalization(obs)
@@ -147,6 +189,28 @@ class SACTrainer(Trainer):
             return
         learning_rate = decayed_value(self.hp.learning_rate_schedule, self.hp.learning_rate,
                                       LEARNING_RATE_FLOOR, self.step, self.settings.max_steps)
+        # What the update needs of the step count, read now (the env loop moves it on).
+        step, signal_owed = self.step, self.owed(self.hp.reward_signal_steps_per_update)
+        if not self.settings.threaded:
+            self._finish_update(self._gradient_steps(due, signal_owed, step, learning_rate))
+            return
+
+        def run():
+            try:
+                self._thread_outcome["stats"] = self._gradient_steps(due, signal_owed, step,
+                                                                     learning_rate)
+            except BaseException as error:  # re-raised in the main thread
+                self._thread_outcome["error"] = error
+        self._update_thread = threading.Thread(target=run, daemon=True,
+                                               name=f"{self.behavior_name}-update")
+        self._update_thread.start()
+
+    def _gradient_steps(self, due: int, signal_owed: int, step: int,
+                        learning_rate: float) -> Dict[str, float]:
+        """The ``due`` gradient steps (``signal_owed``: the reward-signal steps owed in all;
+        ``step``: the step count they are due at) and the cloning after them; their mean
+        stats. Reads the replay buffer and trains the networks: nothing else may touch them
+        meanwhile (with ``threaded``, trajectories wait in ``_pending``)."""
         totals: Dict[str, float] = {}
         done = due
         with TIMERS.timed("update"):
@@ -154,8 +218,7 @@ class SACTrainer(Trainer):
                 k = min(due, MAX_STEPS_PER_CALL)
                 # The learned reward signals step on the first minibatches of the call, as
                 # many as are owed on their own schedule (at most one per gradient step).
-                signal_due = min(k, max(0, self.owed(self.hp.reward_signal_steps_per_update)
-                                        - self.reward_signal_steps))
+                signal_due = min(k, max(0, signal_owed - self.reward_signal_steps))
                 bucket = next(b for b in STEP_BUCKETS if k <= b)
                 flags = (np.arange(bucket) < signal_due).astype(np.float32)
                 stats = self.optimizer.update(self._sample(bucket, flags), learning_rate,
@@ -167,9 +230,15 @@ class SACTrainer(Trainer):
                 due -= k
         # More reward-signal steps owed than gradient steps (reward_signal_steps_per_update
         # below steps_per_update) are dropped, not carried.
-        self.reward_signal_steps = self.owed(self.hp.reward_signal_steps_per_update)
-        self.last_update = {name: total / done for name, total in totals.items()}
-        for name, value in self.last_update.items():
+        self.reward_signal_steps = signal_owed
+        stats = {name: total / done for name, total in totals.items()}
+        if self.optimizer.bc is not None:  # after the gradient steps, as ML-Agents
+            stats.update(self.optimizer.clone(self.optimizer.bc.plan(step, self.rng)))
+        return stats
+
+    def _finish_update(self, stats: Dict[str, float]) -> None:
+        self.last_update = stats
+        for name, value in stats.items():
             self.stats.set_stat(name, value)
         self.publish_weights()
 
