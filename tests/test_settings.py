@@ -116,10 +116,10 @@ def test_hyperparameter_class_and_schedules_follow_the_trainer():
     assert isinstance(TrainerSettings(trainer_type="poca").hyperparameters, POCASettings)
     assert isinstance(TrainerSettings(trainer_type="bc").hyperparameters, BCSettings)
     assert not hasattr(POCASettings(), "shared_critic")
-    assert POCASettings().leaver_bootstrap == "group"
+    assert POCASettings().leaver_bootstrap == "remaining"
     team = RunOptions.from_dict({"behaviors": {"Team": {
-        "trainer_type": "poca", "hyperparameters": {"leaver_bootstrap": "remaining"}}}})
-    assert team.behaviors["Team"].hyperparameters.leaver_bootstrap == "remaining"
+        "trainer_type": "poca", "hyperparameters": {"leaver_bootstrap": "group"}}}})
+    assert team.behaviors["Team"].hyperparameters.leaver_bootstrap == "group"
     assert [f.name for f in dataclasses.fields(BCSettings)] == [
         "batch_size", "buffer_size", "num_epoch", "batches_per_epoch", "learning_rate",
         "learning_rate_schedule", "teacher", "brain_to_imitate", "demo_path", "mode",

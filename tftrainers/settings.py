@@ -240,9 +240,9 @@ class POCASettings(_OnPolicyHyperparameters):
     # tftrainers extension; "group" is ML-Agents' behaviour.
     leaver_bootstrap: str = _opt(
         "What a member that finishes before its group (e.g. dies) bootstraps its return "
-        "from: group, the value of the whole group after its last step, itself included "
-        "(ML-Agents); remaining, the value of the members still present, without it.",
-        "group", choices=LEAVER_BOOTSTRAPS)
+        "from: remaining, the value of the members still present, without it; group, the "
+        "value of the whole group after its last step, itself included (ML-Agents).",
+        "remaining", choices=LEAVER_BOOTSTRAPS)
 
 
 @dataclass(kw_only=True)

@@ -204,7 +204,7 @@ _MEMORY = {"network_settings": {"memory": {"memory_size": 16}},
            "max_steps": 6000}
 _2D = {"hyperparameters": {"batch_size": 64, "buffer_size": 640}, "max_steps": 10000}
 _VISUAL = {"hyperparameters": {"learning_rate": 3e-4}}
-_REMAINING = {"hyperparameters": {"leaver_bootstrap": "remaining"}}
+_GROUP_BOOTSTRAP = {"hyperparameters": {"leaver_bootstrap": "group"}}  # ML-Agents' rule
 
 
 def _line(**kwargs):
@@ -257,12 +257,13 @@ VARIANTS: Dict[str, Variant] = {v.name: v for v in [
             _poca(**_VISUAL), "test_visual_poca[1]"),
     Variant("poca_group_discrete_builtin_steps", *_group(action_sizes=(0, 1), unity_steps=False),
             _poca(), "test_simple_poca[(0, 1)], reported the built-in way"),
-    Variant("poca_group_discrete_remaining", *_group(action_sizes=(0, 1)), _poca(**_REMAINING),
-            "test_simple_poca[(0, 1)], leavers bootstrap from the members still present"),
-    Variant("poca_group_discrete_builtin_steps_remaining",
-            *_group(action_sizes=(0, 1), unity_steps=False), _poca(**_REMAINING),
-            "test_simple_poca[(0, 1)], built-in way, leavers bootstrap from the members "
-            "still present"),
+    Variant("poca_group_discrete_group_bootstrap", *_group(action_sizes=(0, 1)),
+            _poca(**_GROUP_BOOTSTRAP),
+            "test_simple_poca[(0, 1)], leavers bootstrap from the whole group (ML-Agents)"),
+    Variant("poca_group_discrete_builtin_steps_group_bootstrap",
+            *_group(action_sizes=(0, 1), unity_steps=False), _poca(**_GROUP_BOOTSTRAP),
+            "test_simple_poca[(0, 1)], built-in way, leavers bootstrap from the whole group "
+            "(ML-Agents)"),
     Variant("poca_memory_discrete", *_line(action_sizes=(0, 1), memory=True), _poca(**_MEMORY),
             "test_recurrent_poca[(0, 1), single agent]"),
 ]}

@@ -12,8 +12,8 @@ Per update, for every drained trajectory (docs/dev/architecture.md#algorithm-fac
   from V of the group after the last step, zeroed only when the agent's episode really
   ended AND its whole group's did (``done and group_done``): a member that left early
   (died) keeps credit for what its group achieves afterwards through that value
-  (``hyperparameters.leaver_bootstrap``: "group", V of every member after its last step,
-  itself included, as ML-Agents; "remaining", V of the members still present);
+  (``hyperparameters.leaver_bootstrap``: "remaining", the default, V of the members still
+  present; "group", V of every member after its last step, itself included, as ML-Agents);
 - advantage ``A = G - b_i`` per stream, averaged over streams and normalised over the
   buffer by the base; V and b_i both regress on G (``POCAOptimizer``).
 
