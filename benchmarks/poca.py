@@ -2,12 +2,14 @@
 
     python benchmarks/poca.py [--envs DungeonEscape PushBlockCollab SimpleSpread]
                               [--seeds 0 1 2] [--max-steps N ...] [--episodes 200]
-                              [--trainers poca ppo]
+                              [--trainers poca ppo] [--leaver-bootstrap group|remaining]
 
 For each env, both trainers run ``configs/poca/<env>.yaml`` unchanged but for the trainer:
 
 - ``poca``: the config as it is (group reward, teammates' rewards and credit after death
   through the group's value);
+- ``poca --leaver-bootstrap remaining``: the config with ``hyperparameters.leaver_bootstrap``
+  set (what a member that finished before its group bootstraps from);
 - ``ppo``: ``trainer_type: ppo``, each agent trained as its own agent of one behavior. On
   the built-ins it is given the group reward as its own (env arg ``shared_reward=true``);
   on simple_spread each agent's PettingZoo reward already holds the shared part.
@@ -34,6 +36,8 @@ import time
 import numpy as np
 import yaml
 
+from tftrainers.settings import LEAVER_BOOTSTRAPS
+
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 BIN = os.path.dirname(sys.executable)
 ENVS = {
@@ -48,7 +52,7 @@ ENVS = {
 
 
 def run(env: str, trainer: str, seed: int, max_steps: int, episodes: int,
-        workdir: str, summary_freq: int = None) -> tuple:
+        workdir: str, summary_freq: int = None, leaver_bootstrap: str = None) -> tuple:
     """Trains one variant and scores it; returns (score, training wall time in s)."""
     config_name, env_id, _, score = ENVS[env]
     with open(os.path.join(ROOT, "configs", "poca", config_name)) as f:
@@ -58,6 +62,8 @@ def run(env: str, trainer: str, seed: int, max_steps: int, episodes: int,
     behavior["max_steps"] = max_steps
     if summary_freq:
         behavior["summary_freq"] = summary_freq
+    if leaver_bootstrap and trainer == "poca":
+        behavior.setdefault("hyperparameters", {})["leaver_bootstrap"] = leaver_bootstrap
     env_settings = config.setdefault("env_settings", {})
     env_args = dict(env_settings.get("env_args") or {})
     if trainer == "ppo" and env_id.startswith("builtin:"):
@@ -92,6 +98,8 @@ def main() -> int:
                         choices=["poca", "ppo"], help="(to run parts in parallel processes)")
     parser.add_argument("--summary-freq", type=int, default=None,
                         help="steps between summaries (CSV rows; default: the config's)")
+    parser.add_argument("--leaver-bootstrap", default=None, choices=LEAVER_BOOTSTRAPS,
+                        help="POCA's hyperparameters.leaver_bootstrap (default: the config's)")
     parser.add_argument("--results-dir", default=None,
                         help="keep the runs here (default: a temporary folder, deleted)")
     args = parser.parse_args()
@@ -113,7 +121,7 @@ def main() -> int:
                 scores, walls = [], []
                 for seed in args.seeds:
                     value, wall = run(env, trainer, seed, steps, args.episodes, workdir,
-                                      args.summary_freq)
+                                      args.summary_freq, args.leaver_bootstrap)
                     scores.append(value)
                     walls.append(wall)
                     print(f"{env:15s} {trainer:4s} seed {seed}: {ENVS[env][2]} {value:.3f} "

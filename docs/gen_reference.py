@@ -42,6 +42,8 @@ EXTENSIONS: Dict[Tuple[type, str], str] = {
                                                "`false` is Stable-Baselines3's plain squared error.",
     (S._OnPolicyHyperparameters, "max_grad_norm"): "ML-Agents never clips the gradient.",
     (S._OnPolicyHyperparameters, "advantage_scale_floor"): "ML-Agents divides by `std + 1e-10`.",
+    (S.POCASettings, "leaver_bootstrap"): "MA-POCA only. ML-Agents bootstraps as `group`; "
+                                          "see [MA-POCA](../trainers/poca.md#leaver-bootstrap).",
     (S.BCSettings, "batches_per_epoch"): "From ML-Agents 0.x's online BC trainer.",
     (S.BCSettings, "teacher"): "The whole `bc` trainer is ML-Agents 0.x's online/offline BC, "
                                "brought back; see [BC](../trainers/bc.md).",
@@ -79,7 +81,8 @@ SECTIONS: List[Tuple[str, str, str, type, str]] = [
      "from; a behavior's own keys win, merged key by key)."),
     ("PPO and MA-POCA hyperparameters", "ppo-and-ma-poca-hyperparameters", "hyperparameters.",
      S.PPOSettings,
-     "For `trainer_type: ppo` and `poca`. MA-POCA takes the same keys except `shared_critic`. "
+     "For `trainer_type: ppo` and `poca`. MA-POCA takes the same keys except `shared_critic`, "
+     "and `leaver_bootstrap` of its own. "
      "Typical ranges, as ML-Agents gives them: `batch_size` 32-512 for discrete actions and "
      "512-5120 for continuous ones; `buffer_size` 2048-409600, a multiple of `batch_size`; "
      "`learning_rate` 1e-5 to 1e-3; `beta` 1e-4 to 1e-2; `epsilon` 0.1-0.3; `lambd` 0.9-0.95; "
@@ -298,9 +301,17 @@ def _extension_of(cls: type, name: str) -> Any:
     return None
 
 
+# A section's class -> a class whose own keys its table lists too (MA-POCA's beside PPO's).
+_ALSO_LISTS = {S.PPOSettings: S.POCASettings}
+
+
 def _table(cls: type, prefix: str) -> List[str]:
     lines = ["| Key | Type | Default | Allowed | Description |", "|---|---|---|---|---|"]
-    for key, owner, f in keys_of(cls, prefix):
+    rows = keys_of(cls, prefix)
+    if cls in _ALSO_LISTS:
+        listed = {key for key, _, _ in rows}
+        rows += [row for row in keys_of(_ALSO_LISTS[cls], prefix) if row[0] not in listed]
+    for key, owner, f in rows:
         tp = get_type_hints(owner)[f.name]
         kind = "mapping" if "select_by" in f.metadata else _type_name(tp)
         lines.append(f"| `{key}` | {kind} | {_default(owner, f)} | "

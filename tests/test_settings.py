@@ -116,6 +116,10 @@ def test_hyperparameter_class_and_schedules_follow_the_trainer():
     assert isinstance(TrainerSettings(trainer_type="poca").hyperparameters, POCASettings)
     assert isinstance(TrainerSettings(trainer_type="bc").hyperparameters, BCSettings)
     assert not hasattr(POCASettings(), "shared_critic")
+    assert POCASettings().leaver_bootstrap == "remaining"
+    team = RunOptions.from_dict({"behaviors": {"Team": {
+        "trainer_type": "poca", "hyperparameters": {"leaver_bootstrap": "group"}}}})
+    assert team.behaviors["Team"].hyperparameters.leaver_bootstrap == "group"
     assert [f.name for f in dataclasses.fields(BCSettings)] == [
         "batch_size", "buffer_size", "num_epoch", "batches_per_epoch", "learning_rate",
         "learning_rate_schedule", "teacher", "brain_to_imitate", "demo_path", "mode",
@@ -547,6 +551,11 @@ RS = "behaviors.Ball3D.reward_signals"
      "tf_settings, environment_parameters, debug"),
     ("behaviors:\n  Team:\n    trainer_type: poca\n    hyperparameters: {shared_critic: true}\n",
      "behaviors.Team.hyperparameters.shared_critic: unknown key for POCASettings"),
+    ("behaviors:\n  Team:\n    trainer_type: poca\n    hyperparameters: {leaver_bootstrap: alive}\n",
+     "behaviors.Team.hyperparameters.leaver_bootstrap: 'alive' is not a known value; "
+     "allowed: group, remaining"),
+    (ball("leaver_bootstrap: remaining\n"),
+     f"{HP}.leaver_bootstrap: unknown key for PPOSettings"),
     (ball(behavior="reward_signals: {extrinsic: {}, curiousity: {}}\n"),
      f"{RS}.curiousity: unknown key; allowed: extrinsic, curiosity, rnd, gail"),
     (ball(behavior="reward_signals: {extrinsic: {gama: 0.9}}\n"),

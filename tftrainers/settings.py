@@ -35,6 +35,8 @@ import yaml
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 SCHEDULES = ("linear", "constant")
+#: POCA: what a member that leaves before its group bootstraps from
+LEAVER_BOOTSTRAPS = ("group", "remaining")
 
 
 class ConfigError(ValueError):
@@ -232,7 +234,15 @@ class PPOSettings(_OnPolicyHyperparameters):
 
 @dataclass(kw_only=True)
 class POCASettings(_OnPolicyHyperparameters):
-    """MA-POCA hyperparameters (``trainer_type: poca``); the same keys as PPO but shared_critic."""
+    """MA-POCA hyperparameters (``trainer_type: poca``): PPO's keys but shared_critic, and
+    leaver_bootstrap."""
+
+    # tftrainers extension; "group" is ML-Agents' behaviour.
+    leaver_bootstrap: str = _opt(
+        "What a member that finishes before its group (e.g. dies) bootstraps its return "
+        "from: remaining, the value of the members still present, without it; group, the "
+        "value of the whole group after its last step, itself included (ML-Agents).",
+        "remaining", choices=LEAVER_BOOTSTRAPS)
 
 
 @dataclass(kw_only=True)

@@ -88,11 +88,9 @@ class Result:
 
 
 def train(env, config: dict, seed: int, act_runtime: str = "tensorflow",
-          max_env_steps: Optional[int] = None, leaver_bootstrap: Optional[str] = None
-          ) -> Result:
+          max_env_steps: Optional[int] = None) -> Result:
     """Trains behavior ``1D`` of ``env`` until the trainer's max_steps (as ML-Agents'
-    ``check_environment_trains``), then reports its final rewards. ``leaver_bootstrap``
-    sets POCA's (``POCATrainer.leaver_bootstrap``)."""
+    ``check_environment_trains``), then reports its final rewards."""
     settings = RunOptions.from_dict({"behaviors": {BEHAVIOR: copy.deepcopy(config)}}
                                     ).settings_for(BEHAVIOR)
     start = time.perf_counter()
@@ -125,8 +123,6 @@ def train(env, config: dict, seed: int, act_runtime: str = "tensorflow",
             append_to_buffer(trajectories, fields, computed)
         trainer.append_to_buffer = recording_append
         leavers: List[float] = []
-        if leaver_bootstrap is not None:
-            trainer.leaver_bootstrap = leaver_bootstrap
         group_estimates = getattr(trainer.optimizer, "group_estimates", None)
         if group_estimates is not None:
             def recording_estimates(trajectories, *args):
@@ -186,8 +182,6 @@ class Variant:
     env_kwargs: dict
     config: dict
     mlagents_test: str
-    #: keyword arguments of ``train`` (e.g. POCA's leaver_bootstrap)
-    train_kwargs: dict = field(default_factory=dict)
 
     def make_env(self, seed: int, **overrides):
         return self.env_class(seed=seed, **{**self.env_kwargs, **overrides})
@@ -210,6 +204,7 @@ _MEMORY = {"network_settings": {"memory": {"memory_size": 16}},
            "max_steps": 6000}
 _2D = {"hyperparameters": {"batch_size": 64, "buffer_size": 640}, "max_steps": 10000}
 _VISUAL = {"hyperparameters": {"learning_rate": 3e-4}}
+_GROUP_BOOTSTRAP = {"hyperparameters": {"leaver_bootstrap": "group"}}  # ML-Agents' rule
 
 
 def _line(**kwargs):
@@ -262,13 +257,13 @@ VARIANTS: Dict[str, Variant] = {v.name: v for v in [
             _poca(**_VISUAL), "test_visual_poca[1]"),
     Variant("poca_group_discrete_builtin_steps", *_group(action_sizes=(0, 1), unity_steps=False),
             _poca(), "test_simple_poca[(0, 1)], reported the built-in way"),
-    Variant("poca_group_discrete_remaining", *_group(action_sizes=(0, 1)), _poca(),
-            "test_simple_poca[(0, 1)], leavers bootstrap from the members still present",
-            {"leaver_bootstrap": "remaining"}),
-    Variant("poca_group_discrete_builtin_steps_remaining",
-            *_group(action_sizes=(0, 1), unity_steps=False), _poca(),
-            "test_simple_poca[(0, 1)], built-in way, leavers bootstrap from the members "
-            "still present", {"leaver_bootstrap": "remaining"}),
+    Variant("poca_group_discrete_group_bootstrap", *_group(action_sizes=(0, 1)),
+            _poca(**_GROUP_BOOTSTRAP),
+            "test_simple_poca[(0, 1)], leavers bootstrap from the whole group (ML-Agents)"),
+    Variant("poca_group_discrete_builtin_steps_group_bootstrap",
+            *_group(action_sizes=(0, 1), unity_steps=False), _poca(**_GROUP_BOOTSTRAP),
+            "test_simple_poca[(0, 1)], built-in way, leavers bootstrap from the whole group "
+            "(ML-Agents)"),
     Variant("poca_memory_discrete", *_line(action_sizes=(0, 1), memory=True), _poca(**_MEMORY),
             "test_recurrent_poca[(0, 1), single agent]"),
 ]}
@@ -276,5 +271,4 @@ VARIANTS: Dict[str, Variant] = {v.name: v for v in [
 
 def run_variant(name: str, seed: int, **kwargs) -> Result:
     variant = VARIANTS[name]
-    return train(variant.make_env(seed), variant.config, seed,
-                 **{**variant.train_kwargs, **kwargs})
+    return train(variant.make_env(seed), variant.config, seed, **kwargs)

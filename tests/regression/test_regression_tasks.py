@@ -50,9 +50,11 @@ def test_poca_trains_a_group_reported_either_way(variant):
     # same bar without the coin: one wrong finish in fifty averages 1.02.
     result = check_trains(variant, 1337, last=50)
     # The critic regresses on lambda returns: once past its first updates its estimates stay
-    # near what a member can collect (at most the group's 1.06, a little more where a
-    # bootstrap overshoots), as ML-Agents' do (0.97-1.11 on seeds 0-9); two episodes merged
-    # into one trajectory would double that, and a critic started at the usual scale, its
-    # member count before the hidden layers, reached 1.14-1.42.
+    # within the returns (a member collects at most the group's 1.06; with the default
+    # "remaining" bootstrap a leaver's return is built on the last member's value, so the
+    # returns reach 1.1-1.3 and V follows them: 1.25 on the built-in way here); two episodes
+    # merged into one trajectory would double that. (The critic's start scale, whose
+    # usual-scale form overshot to 1.14-1.42, has known-answer tests of its own.)
     late = result.estimate_range(from_step=result.steps // 2)
-    assert late[1] < 1.2, late
+    assert late[1] < 1.5 and late[1] <= result.return_range[1] + 0.1, (late,
+                                                                        result.return_range)

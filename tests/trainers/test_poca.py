@@ -119,10 +119,18 @@ def test_lambda_returns_and_baseline_advantages_by_hand(tmp_path):
                                [.5, .5, 0, 0])
 
 
-def test_a_leaver_bootstraps_from_the_members_still_present_when_asked(tmp_path):
+@pytest.mark.parametrize("leaver_bootstrap, expected_obs, expected_mask", [
+    ("group", [1, 4, 7], [[0, 1], [1, 1], [0, 0]]),  # ML-Agents': every member, itself too
+    # The early leaver's V is its present teammate's alone; the others' are unchanged.
+    ("remaining", [3, 4, 7], [[0, 0], [1, 1], [0, 0]]),
+])
+def test_what_a_leaver_bootstraps_from(tmp_path, leaver_bootstrap, expected_obs,
+                                       expected_mask):
     env = make("builtin:DungeonEscape", seed=0, num_areas=1)
     spec = env.behavior_specs["DungeonEscape"]
-    settings = trainer_settings("DungeonEscape", trainer_type="poca")
+    settings = trainer_settings("DungeonEscape", trainer_type="poca",
+                                hyperparameters={"leaver_bootstrap": leaver_bootstrap},
+                                reward_signals={"extrinsic": {"gamma": 0.5}})
     trainer = make_trainer(tmp_path, env, "DungeonEscape", settings, jit_compile=False)
     size = spec.observation_specs[0].shape[0]
 
@@ -152,16 +160,15 @@ def test_a_leaver_bootstraps_from_the_members_still_present_when_asked(tmp_path)
     optimizer.estimates = lambda batch: ({"extrinsic": np.zeros(3, np.float32)},
                                          {"extrinsic": np.zeros(3, np.float32)})
 
-    def group_value(batch):
+    def group_value(batch):  # V of a group after the step: its first observation's value
         seen["obs"], seen["mask"] = batch.obs[0][:, 0].tolist(), batch.team_mask.tolist()
-        return {"extrinsic": np.zeros(3, np.float32)}
+        return {"extrinsic": batch.obs[0][:, 0].astype(np.float32)}
     optimizer.group_value = group_value
-    trainer.compute_targets(trajectories)  # ML-Agents': every member, the leaver included
-    assert seen == {"obs": [1, 4, 7], "mask": [[0, 1], [1, 1], [0, 0]]}
-    trainer.leaver_bootstrap = "remaining"
     trainer.compute_targets(trajectories)
-    # The early leaver's V is its present teammate's alone; the others' are unchanged.
-    assert seen == {"obs": [3, 4, 7], "mask": [[0, 0], [1, 1], [0, 0]]}
+    assert seen == {"obs": expected_obs, "mask": expected_mask}
+    # One step, no reward, no group end: G = gamma V(after) = 0.5 V.
+    np.testing.assert_allclose(trainer.buffer[stream_key(StreamField.RETURNS, "extrinsic")],
+                               0.5 * np.array(expected_obs))
 
 
 @pytest.mark.parametrize("unity_steps", [False, True])

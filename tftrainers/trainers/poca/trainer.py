@@ -11,7 +11,9 @@ Per update, for every drained trajectory (docs/dev/architecture.md#algorithm-fac
 - lambda returns ``G_t = r_t + gamma ((1 - lambd) V_{t+1} + lambd G_{t+1})`` bootstrap
   from V of the group after the last step, zeroed only when the agent's episode really
   ended AND its whole group's did (``done and group_done``): a member that left early
-  (died) keeps credit for what its group achieves afterwards through that value;
+  (died) keeps credit for what its group achieves afterwards through that value
+  (``hyperparameters.leaver_bootstrap``: "remaining", the default, V of the members still
+  present; "group", V of every member after its last step, itself included, as ML-Agents);
 - advantage ``A = G - b_i`` per stream, averaged over streams and normalised over the
   buffer by the base; V and b_i both regress on G (``POCAOptimizer``).
 
@@ -38,11 +40,6 @@ from tftrainers.trainers.poca.optimizer import GroupBatch, POCAOptimizer
 
 class POCATrainer(OnPolicyTrainer):
     """Trains one behavior whose agents cooperate in groups with MA-POCA."""
-
-    #: what a member that left before its group bootstraps from: "group", V of every member
-    #: after its last step, itself included (ML-Agents); "remaining", V of the members still
-    #: present, without it (measured in docs/experiments/2026-11-25-poca-group-task.md)
-    leaver_bootstrap = "group"
 
     def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings,
                  context: TrainerContext):
@@ -118,7 +115,7 @@ class POCATrainer(OnPolicyTrainer):
             team_discrete=np.zeros((len(trajectories), width,
                                     self.spec.action_spec.discrete_size), np.int32),
             team_mask=np.stack([g[5] for g in teams]))
-        if self.leaver_bootstrap == "remaining":
+        if self.settings.hyperparameters.leaver_bootstrap == "remaining":
             after = _without_leavers(after, np.array([t.done and not t.group_done
                                                       for t in trajectories]))
         optimizer.update_normalization(obs)
