@@ -87,7 +87,9 @@ def test_hybrid_actions_update(tmp_path):
                      action_mask=np.ones((k, b, 5), np.float32),
                      rewards=rng.normal(size=(k, b, 1)).astype(np.float32),
                      done=np.zeros((k, b), np.float32),
-                     reward_update=np.zeros(k, np.float32))
+                     reward_update=np.zeros(k, np.float32), mask=np.ones((k, b), np.float32),
+                     memory=np.zeros((k, b, 0), np.float32),
+                     critic_memory=np.zeros((k, b, 0), np.float32))
     before = trainer.optimizer.value_adam.iterations.numpy()
     stats = trainer.optimizer.update(batch, 3e-4)
     assert trainer.optimizer.value_adam.iterations.numpy() == before + k  # K steps, one call
@@ -187,8 +189,6 @@ def test_a_replay_buffer_larger_than_memory_is_refused_in_one_line(tmp_path, mon
 
 
 @pytest.mark.parametrize("behavior,message", [
-    ({"network_settings": {"memory": {"memory_size": 16, "sequence_length": 4}}},
-     "behaviors.Basic.network_settings.memory: not available with trainer_type sac"),
     ({"reward_signals": {"extrinsic": {}, "gail": {"demo_path": "configs/demos"}}},
      "behaviors.Basic.reward_signals.gail: not available with trainer_type sac in "
      "this version; available: extrinsic, curiosity, rnd"),
