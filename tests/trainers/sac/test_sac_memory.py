@@ -12,7 +12,8 @@ from tftrainers.export.loading import OnnxPolicy
 from tftrainers.processing import LogProbs, Trajectory
 from tftrainers.settings import RunOptions
 from tftrainers.trainers.sac.replay_buffer import ReplayBuffer
-from tests.regression.simple_envs import LineEnv
+from tests.regression.harness import VARIANTS
+from tests.regression.simple_envs import LineEnv, last_mean
 from tests.trainers.helpers import drive, make_trainer
 
 SPEC = BehaviorSpec([ObservationSpec((2,), "v")], ActionSpec(1, (3,)))
@@ -106,13 +107,9 @@ def test_memory_columns_are_saved_and_restored(tmp_path):
 
 
 def sac_settings(name, **behavior):
-    network = {"hidden_units": 16, "num_layers": 1,
-               "memory": {"memory_size": 16, "sequence_length": 8}}
-    hp = {"learning_rate": 5e-3, "learning_rate_schedule": "constant", "batch_size": 64,
-          "buffer_size": 5000, "buffer_init_steps": 100, "tau": 0.01, "init_entcoef": 0.01,
-          "steps_per_update": 2.0}
-    data = {"trainer_type": "sac", "hyperparameters": hp, "network_settings": network,
-            "time_horizon": 64, "summary_freq": 500, **behavior}
+    """The memory task's config (``benchmarks/regression_tasks.py --variants
+    sac_memory_discrete`` measures it on more seeds)."""
+    data = {**VARIANTS["sac_memory_discrete"].config, **behavior}
     return RunOptions.from_dict({"behaviors": {name: data}}).settings_for(name)
 
 
@@ -151,8 +148,7 @@ def test_sac_with_memory_solves_a_task_only_memory_can(tmp_path):
     # this config and no memory), one with memory collects 1.02.
     env = LineEnv(action_sizes=(0, 1), memory=True, num_agents=4, seed=0)
     env.reset()
-    trainer = make_trainer(tmp_path, env, "1D", sac_settings("1D", max_steps=1200), seed=0,
-                           jit_compile=False)
+    trainer = make_trainer(tmp_path, env, "1D", sac_settings("1D"), seed=0, jit_compile=False)
     while not trainer.done:
         drive(env, trainer, 50)
     learning = last_mean(env.final_rewards, 30)
