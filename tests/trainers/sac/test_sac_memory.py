@@ -159,6 +159,8 @@ def test_sac_with_memory_solves_a_task_only_memory_can(tmp_path):
 
 
 def score(policy_name):
-    env = LineEnv(action_sizes=(0, 1), memory=True, num_agents=4, seed=5)
+    # One episode per agent: this env gives each new episode a new agent id, and the
+    # evaluator counts episodes of the agents present at the start.
+    env = LineEnv(action_sizes=(0, 1), memory=True, num_agents=40, seed=5)
     (result,) = evaluate(env, make_policy(policy_name, env, seed=3), episodes=40).values()
     return result["mean_reward"]
