@@ -112,7 +112,7 @@ def train(env, config: dict, seed: int, act_runtime: str = "tensorflow",
             add_stat(key, value)
         trainer.stats.add_stat = recording_add_stat
         ranges = {"values": [np.inf, -np.inf], "returns": [np.inf, -np.inf]}
-        append_to_buffer = trainer.append_to_buffer
+        append_to_buffer = getattr(trainer, "append_to_buffer", None)  # on-policy only
 
         def recording_append(trajectories, fields, computed):
             for what, key in (("values", StreamField.VALUES), ("returns", StreamField.RETURNS)):
@@ -121,7 +121,8 @@ def train(env, config: dict, seed: int, act_runtime: str = "tensorflow",
                     ranges[what] = [min(ranges[what][0], float(np.min(array))),
                                     max(ranges[what][1], float(np.max(array)))]
             append_to_buffer(trajectories, fields, computed)
-        trainer.append_to_buffer = recording_append
+        if append_to_buffer is not None:
+            trainer.append_to_buffer = recording_append
         leavers: List[float] = []
         group_estimates = getattr(trainer.optimizer, "group_estimates", None)
         if group_estimates is not None:
@@ -207,6 +208,21 @@ _VISUAL = {"hyperparameters": {"learning_rate": 3e-4}}
 _GROUP_BOOTSTRAP = {"hyperparameters": {"leaver_bootstrap": "group"}}  # ML-Agents' rule
 
 
+def _sac(**overrides):
+    """ML-Agents' SAC test config (``test_simple_rl.py``'s ``SAC_TORCH_CONFIG``)."""
+    config = mlagents_config("sac", max_steps=1000)
+    config["hyperparameters"] = {"learning_rate": 5.0e-3, "learning_rate_schedule": "constant",
+                                 "batch_size": 8, "buffer_size": 5000, "buffer_init_steps": 100,
+                                 "tau": 0.01, "init_entcoef": 0.01}
+    config["network_settings"] = {"num_layers": 1, "hidden_units": 16}
+    for key, value in overrides.items():
+        if isinstance(value, dict):
+            config[key].update(value)
+        else:
+            config[key] = value
+    return config
+
+
 def _line(**kwargs):
     return LineEnv, kwargs
 
@@ -266,6 +282,14 @@ VARIANTS: Dict[str, Variant] = {v.name: v for v in [
             "(ML-Agents)"),
     Variant("poca_memory_discrete", *_line(action_sizes=(0, 1), memory=True), _poca(**_MEMORY),
             "test_recurrent_poca[(0, 1), single agent]"),
+    # SAC with memory: ML-Agents' test_recurrent_sac takes 4000 steps of one agent with
+    # sequences of 16, batch 256 and 1000 init steps; here 4 agents, sequences of 8, batch
+    # 64 (8 sequences), 100 init steps and 1200 steps (tests/trainers/sac/test_sac_memory.py).
+    Variant("sac_memory_discrete", *_line(action_sizes=(0, 1), memory=True, num_agents=4),
+            _sac(network_settings={"memory": {"memory_size": 16, "sequence_length": 8}},
+                 hyperparameters={"batch_size": 64, "steps_per_update": 2.0},
+                 max_steps=1200, time_horizon=64),
+            "test_recurrent_sac[(0, 1)], 4 agents"),
 ]}
 
 

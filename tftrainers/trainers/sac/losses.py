@@ -15,6 +15,10 @@ Discrete actions are not Q inputs: a Q head gives one value per action of every 
 Q of the taken actions is the mean over branches of the chosen entries, and the policy's
 expected Q is the mean over branches of sum_a pi_b(a) Q_b(a) (ML-Agents' form, exact, no
 sampling). Continuous actions enter the Q networks as tanh(u) of the Gaussian sample u.
+
+With memory a minibatch holds whole sequences whose steps past a trajectory's end are
+padding: every mean above is then over the real steps only (``mask``; ML-Agents applies its
+mask to the Q and V losses after they were already averaged, so padding counts there).
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from typing import Optional, Sequence
 import tensorflow as tf
 
 from tftrainers.networks.action_model import gaussian_log_prob
+from tftrainers.rewards import masked_mean
 
 #: Added inside log(1 - tanh(u)^2) so a saturated action keeps a finite log-probability.
 SQUASH_EPSILON = 1e-6
@@ -107,31 +112,38 @@ def soft_value(q1_expected: tf.Tensor, q2_expected: tf.Tensor, entropy: tf.Tenso
     return tf.minimum(q1_expected, q2_expected) - entropy
 
 
-def q_loss(q: tf.Tensor, target: tf.Tensor) -> tf.Tensor:
+def _mean(x: tf.Tensor, mask: Optional[tf.Tensor]) -> tf.Tensor:
+    """Mean over the batch, or over the real steps (``mask`` [B] 1) when given."""
+    return tf.reduce_mean(x) if mask is None else masked_mean(x, mask)
+
+
+def q_loss(q: tf.Tensor, target: tf.Tensor, mask: Optional[tf.Tensor] = None) -> tf.Tensor:
     """0.5 * mean squared error of Q against its (stopped) target."""
-    return 0.5 * tf.reduce_mean(tf.square(q - tf.stop_gradient(target)))
+    return 0.5 * _mean(tf.square(q - tf.stop_gradient(target)), mask)
 
 
-def value_loss(value: tf.Tensor, target: tf.Tensor) -> tf.Tensor:
+def value_loss(value: tf.Tensor, target: tf.Tensor,
+               mask: Optional[tf.Tensor] = None) -> tf.Tensor:
     """0.5 * mean squared error of V(s) against the (stopped) soft value."""
-    return 0.5 * tf.reduce_mean(tf.square(value - tf.stop_gradient(target)))
+    return 0.5 * _mean(tf.square(value - tf.stop_gradient(target)), mask)
 
 
-def policy_loss(q_expected: tf.Tensor, entropy: tf.Tensor) -> tf.Tensor:
+def policy_loss(q_expected: tf.Tensor, entropy: tf.Tensor,
+                mask: Optional[tf.Tensor] = None) -> tf.Tensor:
     """mean(entropy term - Q of the policy's actions): minimised, it maximises the soft
     value. ``q_expected`` carries the gradient through the policy's actions (continuous)
     and probabilities (discrete); the Q networks are not updated by it."""
-    return tf.reduce_mean(entropy - q_expected)
+    return _mean(entropy - q_expected, mask)
 
 
-def entropy_coefficient_loss(log_alpha: tf.Tensor, entropy: tf.Tensor,
-                             target: float) -> tf.Tensor:
+def entropy_coefficient_loss(log_alpha: tf.Tensor, entropy: tf.Tensor, target: float,
+                             mask: Optional[tf.Tensor] = None) -> tf.Tensor:
     """mean(log_alpha * stop(entropy - target)): alpha falls while the policy's entropy
     is above its target and rises while below. ``entropy``: [B] per step (continuous:
     -log pi summed over dims; a discrete branch: -sum_a pi(a) log pi(a)). The gradient is
     taken in log alpha (Haarnoja et al. 2018; ML-Agents multiplies by alpha instead, the
     same fixed point)."""
-    return tf.reduce_mean(log_alpha * tf.stop_gradient(entropy - target))
+    return _mean(log_alpha * tf.stop_gradient(entropy - target), mask)
 
 
 def soft_update(targets: Sequence[tf.Variable], sources: Sequence[tf.Variable],

@@ -10,11 +10,20 @@ the call runs a ``tf.while_loop`` over them: per step the policy, Q and value lo
 (``losses``), one Adam step each for the policy, the critics (Q1 + Q2 + V) and the log
 entropy coefficients, then the soft update of the target value network. The losses and
 the loop are graph code; no file, queue or counter is touched here.
+
+With ``network_settings.memory`` (as ML-Agents' SAC) the policy, Q1, Q2, V and the target
+V each have their own LSTM (none shares one). A minibatch of ``batch_size`` steps is
+``batch_size / sequence_length`` sequences: the policy's LSTM starts from the memory stored
+at each sequence's first step (what it read while acting), V's from the value network's
+state stored there (``critic_values`` replays every trajectory through V for it), the Q
+networks' from zeros (no Q memory exists while acting), and the target V, which reads the
+next observations, from V's state after the first step. Padding steps are masked out of
+every loss.
 """
 from __future__ import annotations
 
 import math
-from typing import Dict, List, NamedTuple, Optional
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -27,6 +36,8 @@ from tftrainers.tf_utils.compiled import CompiledFunction
 from tftrainers.tf_utils.draws import Draws
 from tftrainers.trainers.behavioral_cloning import STAT as PRETRAINING_LOSS
 from tftrainers.trainers.behavioral_cloning import BCModule, BCPlan
+from tftrainers.processing import Trajectory
+from tftrainers.trainers.critic_side import ValueEstimator
 from tftrainers.trainers.policy import Policy
 from tftrainers.trainers.sac import losses as L
 from tftrainers.trainers.sac.networks import QNetwork, trainable
@@ -48,6 +59,9 @@ class SACBatch(NamedTuple):
     rewards: [K, B, streams] float32, each stream's reward times its strength.
     reward_update: [K] float32, 1 where the learned reward signals (curiosity, RND, GAIL) also
         take a step on that minibatch.
+    mask: [K, B] float32, 1 = a real step, 0 = sequence padding (all 1 without memory).
+    memory, critic_memory: [K, B / L, memory_size] float32, the policy's and V's state at
+        each sequence's first step ([K, B, 0] without memory).
     """
 
     obs: tuple
@@ -58,6 +72,9 @@ class SACBatch(NamedTuple):
     rewards: object
     done: object
     reward_update: object
+    mask: object
+    memory: object
+    critic_memory: object
 
 
 class EntropyCoefficients(tf.Module):
@@ -104,9 +121,12 @@ class SACOptimizer:
             if self.bc is not None else None)
         self.streams = tuple(self.reward_providers)
         ns = settings.network_settings
+        self.memory_size = policy.memory_size
+        self.sequence_length = policy.sequence_length if self.memory_size else 1
         net = dict(hidden_units=ns.hidden_units, num_layers=ns.num_layers,
                    normalize=ns.normalize, vis_encode_type=ns.vis_encode_type,
-                   goal_conditioning=ns.goal_conditioning_type, encoder=ns.encoder)
+                   goal_conditioning=ns.goal_conditioning_type, encoder=ns.encoder,
+                   memory_size=self.memory_size)
         self.q1 = QNetwork(spec, self.streams, name="q1", **net)
         self.q2 = QNetwork(spec, self.streams, name="q2", **net)
         self.value = Critic(spec.observation_specs, self.streams, name="value", **net)
@@ -114,6 +134,10 @@ class SACOptimizer:
                                    **net)
         for target, source in zip(self.target_value.variables, self.value.variables):
             target.assign(source)  # a hard copy at the start, then soft updates
+        # With memory: V's state through every trajectory, stored with its steps (PPO's
+        # recurrent replay; the value network's normalizer is the actor's copy).
+        self.value_replay = (ValueEstimator(policy, self.value, self.streams, normalize=False)
+                             if self.memory_size else None)
         action_spec = spec.action_spec
         self.continuous_size = action_spec.continuous_size
         self.branches = tuple(action_spec.discrete_branches)
@@ -151,7 +175,10 @@ class SACOptimizer:
             action_mask=tf.TensorSpec([None, None, int(sum(self.branches))], tf.float32),
             rewards=tf.TensorSpec([None, None, len(self.streams)], tf.float32),
             done=tf.TensorSpec([None, None], tf.float32),
-            reward_update=tf.TensorSpec([None], tf.float32))
+            reward_update=tf.TensorSpec([None], tf.float32),
+            mask=tf.TensorSpec([None, None], tf.float32),
+            memory=tf.TensorSpec([None, None, self.memory_size], tf.float32),
+            critic_memory=tf.TensorSpec([None, None, self.memory_size], tf.float32))
 
     def _update_steps(self, batches: SACBatch, steps: tf.Tensor) -> tf.Tensor:
         """``steps`` gradient steps, one per stacked minibatch (the first ``steps`` of K:
@@ -179,12 +206,11 @@ class SACOptimizer:
     def _reward_signal_step(self, batch: SACBatch) -> tf.Tensor:
         """One step of every learned reward signal on the minibatch when its flag says so
         (else zeros): their stats, [len(reward_stat_names)]."""
-        ones = tf.ones_like(batch.done)
         transitions = RewardBatch(obs=batch.obs, next_obs=batch.next_obs,
                                   continuous_action=batch.continuous,
                                   discrete_action=batch.discrete,
                                   environment_reward=tf.zeros_like(batch.done),
-                                  done=batch.done, mask=ones)
+                                  done=batch.done, mask=batch.mask)
 
         def step():
             out = {}
@@ -205,12 +231,15 @@ class SACOptimizer:
                                  (tf.constant(0), tf.constant(0.0)))
         return total / tf.cast(tf.maximum(plan.count, 1), tf.float32)
 
-    def _policy_outputs(self, obs, mask):
+    def _policy_outputs(self, obs, mask, memory=None):
         """The policy at ``obs``, reparameterised: (continuous action tanh(u) or None,
-        its log-prob [B] or None, per-branch probabilities and log-probabilities)."""
+        its log-prob [B] or None, per-branch probabilities and log-probabilities). With
+        memory ``obs`` are sequences and ``memory`` [B / L, memory_size] their first
+        steps' stored state."""
         actor = self.policy.actor
         model = actor.action_model
-        encoding, _ = actor.body(list(obs))
+        encoding, _ = actor.body(list(obs), memory=memory,
+                                 sequence_length=self.sequence_length)
         action = log_prob = None
         if self.continuous_size:
             mean, log_std = model._gaussian(encoding)
@@ -231,39 +260,46 @@ class SACOptimizer:
         alpha_c = tf.exp(self.alphas.log_alpha_continuous)
         alpha_d = tf.exp(self.alphas.log_alpha_discrete)
         alphas_d = [alpha_d[i] for i in range(len(self.branches))]
-        target_values, _ = self.target_value(next_obs)
+        seq, mask = self.sequence_length, batch.mask
+        memory = critic_memory = next_memory = None
+        if self.memory_size:
+            memory, critic_memory = batch.memory, batch.critic_memory
+            # The target reads s_1..s_L: it starts from V's state after step 0 (ML-Agents').
+            _, next_memory = self.value([o[::seq] for o in obs], memory=critic_memory)
+        target_values, _ = self.target_value(next_obs, memory=next_memory, sequence_length=seq)
         with tf.GradientTape(persistent=True) as tape:
-            action, log_prob, probs, log_probs = self._policy_outputs(obs, batch.action_mask)
+            action, log_prob, probs, log_probs = self._policy_outputs(obs, batch.action_mask,
+                                                                      memory)
             entropy = L.entropy_term(log_prob, tf.stop_gradient(alpha_c), probs, log_probs,
                                      [tf.stop_gradient(a) for a in alphas_d])
             if self.continuous_size:
                 # One pass of each Q network for the stored and the policy's actions.
                 both_obs = [tf.concat([o, o], axis=0) for o in obs]
                 both_actions = tf.concat([tf.tanh(batch.continuous), action], axis=0)
-                q1_all, q2_all = self.q1(both_obs, both_actions), self.q2(both_obs,
-                                                                          both_actions)
+                q1_all = self.q1(both_obs, both_actions, sequence_length=seq)
+                q2_all = self.q2(both_obs, both_actions, sequence_length=seq)
                 q1_taken_all = {k: v[:n] for k, v in q1_all.items()}
                 q2_taken_all = {k: v[:n] for k, v in q2_all.items()}
                 q1_pi = {k: v[n:] for k, v in q1_all.items()}
                 q2_pi = {k: v[n:] for k, v in q2_all.items()}
             else:  # discrete actions are not inputs: one pass serves both
-                q1_taken_all = q1_pi = self.q1(obs)
-                q2_taken_all = q2_pi = self.q2(obs)
-            values, _ = self.value(obs)
+                q1_taken_all = q1_pi = self.q1(obs, sequence_length=seq)
+                q2_taken_all = q2_pi = self.q2(obs, sequence_length=seq)
+            values, _ = self.value(obs, memory=critic_memory, sequence_length=seq)
             q1_losses, q2_losses, value_losses, policy_losses = [], [], [], []
             for k, stream in enumerate(self.streams):
                 y = L.q_target(batch.rewards[:, k], batch.done, target_values[stream],
                                self.gammas[k], self.use_done[k])
                 q1_losses.append(L.q_loss(L.taken_q(q1_taken_all[stream], batch.discrete,
-                                                    self.branches), y))
+                                                    self.branches), y, mask))
                 q2_losses.append(L.q_loss(L.taken_q(q2_taken_all[stream], batch.discrete,
-                                                    self.branches), y))
+                                                    self.branches), y, mask))
                 q1_expected = L.expected_q(q1_pi[stream], probs, self.branches)
                 q2_expected = L.expected_q(q2_pi[stream], probs, self.branches)
                 value_losses.append(L.value_loss(
-                    values[stream], L.soft_value(q1_expected, q2_expected, entropy)))
+                    values[stream], L.soft_value(q1_expected, q2_expected, entropy), mask))
                 policy_losses.append(L.policy_loss(tf.minimum(q1_expected, q2_expected),
-                                                   entropy))
+                                                   entropy, mask))
             q1_loss, q2_loss = tf.add_n(q1_losses), tf.add_n(q2_losses)
             value_loss = tf.add_n(value_losses)
             scale = 1.0 / len(self.streams)
@@ -272,11 +308,12 @@ class SACOptimizer:
             entropy_losses = []
             if self.continuous_size:
                 entropy_losses.append(L.entropy_coefficient_loss(
-                    self.alphas.log_alpha_continuous, -log_prob, self.target_continuous))
+                    self.alphas.log_alpha_continuous, -log_prob, self.target_continuous,
+                    mask))
             for i, (p, lp) in enumerate(zip(probs, log_probs)):
                 entropy_losses.append(L.entropy_coefficient_loss(
                     self.alphas.log_alpha_discrete[i], -tf.reduce_sum(p * lp, axis=-1),
-                    self.target_discrete[i]))
+                    self.target_discrete[i], mask))
             entropy_loss = tf.add_n(entropy_losses)
         self.policy_adam.apply_gradients(zip(tape.gradient(policy_loss, self.actor_variables),
                                              self.actor_variables))
@@ -325,6 +362,16 @@ class SACOptimizer:
         if self.bc is None or not plan.count:
             return {}
         return {PRETRAINING_LOSS: float(self._clone(plan).numpy())}
+    def critic_values(self, trajectories: Sequence[Trajectory], obs: List[np.ndarray]
+                      ) -> Tuple[Dict[str, np.ndarray], Optional[np.ndarray]]:
+        """V(s) per stream at every step of ``trajectories`` (their observations ``obs``
+        concatenated), and with memory V's state at every step, [steps, memory_size]: each
+        trajectory replayed through V's LSTM from where its agent's previous one left it
+        (zeros after an episode end; ``CriticSide.replay``). None without memory."""
+        if self.value_replay is None:
+            return self.state_values(obs), None
+        estimates = self.value_replay.critic_values(trajectories, obs)
+        return estimates.step, estimates.memory
 
     def state_values(self, obs: List[np.ndarray]) -> Dict[str, np.ndarray]:
         """V(s) per stream for a batch of observations ([n] each): ``Policy/<Signal>

@@ -16,6 +16,19 @@ Unity's, our built-ins' and Gymnasium's uint8 images arrive as 8-bit levels scal
 [0, 1]), a quarter of float32; an image observation that is not such levels switches its
 column to float32 the first time one arrives, so nothing is ever rounded.
 
+With memory (``network_settings.memory``) each row also keeps the policy's recurrent state
+read at that step (``memory``, as ML-Agents' buffer) and the value network's
+(``critic_memory``), the steps left in its trajectory from it on (``remaining``) and whether
+it starts a training sequence (``sequence_start``: steps 0, L, 2L, ... of its trajectory,
+L = ``sequence_length``, ML-Agents' sequence-aligned chunks)::
+
+    starts = buffer.sample_sequences(batch_size // L, rng)   # uniform over sequence starts
+    batch = buffer.sequences(starts)     # [n * L] rows, mask, memories at the starts
+
+A sequence is the L rows from its start; the steps past its trajectory's last are padding
+(``mask`` 0, zeros, every action allowed), so a sequence never crosses a trajectory's end,
+and the LSTMs start from the memories stored at its first step.
+
 The ring replaces the oldest rows first. A transition's next row was written after it in
 the same ``add_trajectory``, so it is overwritten only after the transition itself: every
 row still marked ``valid`` has its next observation. (ML-Agents instead truncates its buffer
@@ -25,7 +38,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import List, NamedTuple, Sequence, Tuple
+from typing import Dict, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -44,6 +57,9 @@ class Transitions(NamedTuple):
     action_mask: [n, sum(branches)] float32, 1 = allowed (what the policy saw at obs).
     reward: [n] float32, the environment's reward plus the group reward.
     done: [n] float32, 1 when the episode really ended after the step (not interrupted).
+    mask: [n] float32, 1 = a real step, 0 = sequence padding (None: all real).
+    memory, critic_memory: [n / L, memory_size] float32, the policy's and the value
+        network's recurrent state at the first step of each sequence (None without memory).
     """
 
     obs: Tuple[np.ndarray, ...]
@@ -53,6 +69,9 @@ class Transitions(NamedTuple):
     action_mask: np.ndarray
     reward: np.ndarray
     done: np.ndarray
+    mask: Optional[np.ndarray] = None
+    memory: Optional[np.ndarray] = None
+    critic_memory: Optional[np.ndarray] = None
 
 
 class ReplayBuffer:
@@ -63,13 +82,19 @@ class ReplayBuffer:
         obs_shapes: per observation, its shape.
         visual: per observation, stored as uint8 images.
         continuous_size, discrete_branches: the action spec.
+        memory_size: the policy's (and the value network's) recurrent state size, 0 without
+            memory.
+        sequence_length: steps per training sequence (with memory).
     """
 
     def __init__(self, capacity: int, obs_shapes: Sequence[Tuple[int, ...]],
                  visual: Sequence[bool], continuous_size: int,
-                 discrete_branches: Sequence[int]):
+                 discrete_branches: Sequence[int], memory_size: int = 0,
+                 sequence_length: int = 1):
         if capacity < 2:
             raise ValueError(f"a replay buffer needs at least 2 rows, got {capacity}")
+        if sequence_length < 1:
+            raise ValueError(f"sequence_length must be >= 1, got {sequence_length}")
         self.capacity = int(capacity)
         self.visual = tuple(bool(v) for v in visual)
         self.obs = [np.zeros((self.capacity, *shape), np.uint8 if v else np.float32)
@@ -80,22 +105,41 @@ class ReplayBuffer:
         self.reward = np.zeros(self.capacity, np.float32)
         self.done = np.zeros(self.capacity, np.bool_)
         self.valid = np.zeros(self.capacity, np.bool_)
+        self.memory_size = int(memory_size)
+        self.sequence_length = int(sequence_length)
+        if self.memory_size:
+            self.memory = np.zeros((self.capacity, self.memory_size), np.float32)
+            self.critic_memory = np.zeros((self.capacity, self.memory_size), np.float32)
+            self.remaining = np.zeros(self.capacity, np.int32)
+            self.sequence_start = np.zeros(self.capacity, np.bool_)
         self.position = 0  # the next row written (the oldest once full)
         self.size = 0  # rows written, at most capacity
         self.transitions = 0  # valid rows
 
     @classmethod
-    def for_spec(cls, spec, capacity: int) -> "ReplayBuffer":
-        """A buffer for a ``BehaviorSpec``."""
+    def for_spec(cls, spec, capacity: int, memory_size: int = 0,
+                 sequence_length: int = 1) -> "ReplayBuffer":
+        """A buffer for a ``BehaviorSpec`` (and the policy's memory, if any)."""
         specs = spec.observation_specs
         return cls(capacity, [o.shape for o in specs],
                    [o.kind == ObservationKind.VISUAL for o in specs],
-                   spec.action_spec.continuous_size, spec.action_spec.discrete_branches)
+                   spec.action_spec.continuous_size, spec.action_spec.discrete_branches,
+                   memory_size, sequence_length)
 
     # --- memory -------------------------------------------------------------------------
-    def arrays(self) -> List[np.ndarray]:
-        return [*self.obs, self.continuous, self.discrete, self.action_mask, self.reward,
-                self.done, self.valid]
+    def columns(self) -> Dict[str, np.ndarray]:
+        """Every stored array by the name it is saved under."""
+        out = {f"obs_{i}": o for i, o in enumerate(self.obs)}
+        out.update(continuous=self.continuous, discrete=self.discrete,
+                   action_mask=self.action_mask, reward=self.reward, done=self.done,
+                   valid=self.valid)
+        if self.memory_size:
+            out.update(memory=self.memory, critic_memory=self.critic_memory,
+                       remaining=self.remaining, sequence_start=self.sequence_start)
+        return out
+
+    def arrays(self):
+        return list(self.columns().values())
 
     @property
     def nbytes(self) -> int:
@@ -107,12 +151,17 @@ class ReplayBuffer:
         return self.nbytes // self.capacity
 
     # --- writing ------------------------------------------------------------------------
-    def add_trajectory(self, trajectory: Trajectory) -> None:
+    def add_trajectory(self, trajectory: Trajectory,
+                       critic_memory: Optional[np.ndarray] = None) -> None:
         """Appends a trajectory's T transitions and the row of its next observation.
 
         Extrinsic rewards are the environment's plus the group's (as ML-Agents). ``done``
         is set on the last step only when the episode really ended: an interrupted episode
         (step limit) and a time-horizon cut bootstrap from the next observation.
+
+        Args:
+            critic_memory: with memory, [T, memory_size] the value network's state at each
+                step (``trajectory.memory`` holds the policy's).
         """
         n = len(trajectory)
         if n == 0:
@@ -137,6 +186,14 @@ class ReplayBuffer:
         self.valid[tail] = False
         self.reward[tail] = 0.0
         self.done[tail] = False
+        if self.memory_size:
+            self.memory[steps] = trajectory.memory[start:]
+            self.critic_memory[steps] = critic_memory[start:]
+            offset = np.arange(keep)
+            self.remaining[steps] = keep - offset
+            self.sequence_start[steps] = offset % self.sequence_length == 0
+            self.remaining[tail] = 0
+            self.sequence_start[tail] = False
         self.transitions += keep
         self.position = int((self.position + keep + 1) % self.capacity)
         self.size = min(self.capacity, self.size + keep + 1)
@@ -191,6 +248,34 @@ class ReplayBuffer:
             action_mask=self.action_mask[rows].astype(np.float32),
             reward=self.reward[rows], done=self.done[rows].astype(np.float32))
 
+    def sample_sequences(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` sequence starts drawn uniformly, with replacement, from the stored ones
+        (with memory)."""
+        starts = np.flatnonzero(self.valid[:self.size] & self.sequence_start[:self.size])
+        if not len(starts):
+            raise ValueError("cannot sample an empty replay buffer")
+        return starts[rng.integers(0, len(starts), size=n)]
+
+    def sequences(self, starts: np.ndarray) -> Transitions:
+        """The ``sequence_length`` steps from each of ``starts`` (from
+        ``sample_sequences``), [len(starts) * L] rows in order; steps past the end of a
+        trajectory are padding (``mask`` 0: zero observations, actions and rewards, every
+        action allowed), and the memories are those stored at each start."""
+        length = self.sequence_length
+        rows = ((starts[:, None] + np.arange(length)[None, :]) % self.capacity).reshape(-1)
+        mask = (np.arange(length)[None, :] < self.remaining[starts][:, None]).reshape(-1)
+        t = self.batch(rows)
+
+        def real(x, fill=0.0):
+            keep = mask.reshape(-1, *([1] * (x.ndim - 1)))
+            return np.where(keep, x, np.asarray(fill, x.dtype))
+        return Transitions(
+            obs=tuple(real(o) for o in t.obs), next_obs=tuple(real(o) for o in t.next_obs),
+            continuous=real(t.continuous), discrete=real(t.discrete),
+            action_mask=real(t.action_mask, 1.0), reward=real(t.reward), done=real(t.done),
+            mask=mask.astype(np.float32), memory=self.memory[starts],
+            critic_memory=self.critic_memory[starts])
+
     # --- saving -------------------------------------------------------------------------
     def save(self, path: str) -> str:
         """Writes the buffer to ``path`` (.npz, uncompressed) atomically: a temporary file
@@ -203,10 +288,7 @@ class ReplayBuffer:
                 np.savez(f, version=np.int64(FORMAT_VERSION),
                          counters=np.array([self.capacity, self.position, self.size,
                                             self.transitions], np.int64),
-                         **{f"obs_{i}": o for i, o in enumerate(self.obs)},
-                         continuous=self.continuous, discrete=self.discrete,
-                         action_mask=self.action_mask, reward=self.reward, done=self.done,
-                         valid=self.valid)
+                         **self.columns())
             os.replace(tmp, path)
         except BaseException:
             if os.path.exists(tmp):
@@ -231,9 +313,7 @@ class ReplayBuffer:
             saved = arrays.get(f"obs_{i}")
             if self.visual[i] and saved is not None and saved.dtype == np.float32:
                 self._store_as_float(i)
-        mine = dict(zip([f"obs_{i}" for i in range(len(self.obs))]
-                        + ["continuous", "discrete", "action_mask", "reward", "done", "valid"],
-                        self.arrays()))
+        mine = self.columns()
         if set(arrays) != set(mine):
             raise ValueError(f"{path}: the saved replay buffer has fields "
                              f"{sorted(arrays)}, this behavior needs {sorted(mine)}")

@@ -11,7 +11,9 @@ chunk of at most ``MAX_STEPS_PER_CALL`` steps, each step on its own uniformly sa
 minibatch, and publishes the new weights. The number of gradient steps done is derived
 from the step count on resume, so a resumed run never catches up on updates (ML-Agents
 #4062). With ``save_replay_buffer`` the buffer is written beside every checkpoint and read
-back by ``--resume``.
+back by ``--resume``. With ``network_settings.memory`` the buffer keeps the policy's and the
+value network's memory per step and a minibatch is ``batch_size / sequence_length`` whole
+sequences (``replay_buffer``, ``optimizer``).
 """
 from __future__ import annotations
 
@@ -42,8 +44,6 @@ MAX_STEPS_PER_CALL = 256
 #: A call's minibatches are padded to one of these counts, so that XLA compiles the update
 #: for two shapes only (the padding is sampled but not trained on).
 STEP_BUCKETS = (16, MAX_STEPS_PER_CALL)
-#: Reward signals SAC trains with in this version.
-SAC_REWARD_SIGNALS = ("extrinsic", "curiosity", "rnd", "gail")
 BUFFER_FILE = re.compile(r"^replay_buffer-(\d+)\.npz$")
 
 
@@ -54,15 +54,6 @@ class SACTrainer(Trainer):
                  context: TrainerContext):
         super().__init__(behavior_name, spec, settings, context)
         settings, key = self.settings, f"behaviors.{self.behavior_name}"
-        unavailable = [n for n in settings.reward_signals if n not in SAC_REWARD_SIGNALS]
-        if unavailable:
-            raise ConfigError(f"{key}.reward_signals.{unavailable[0]}: not available with "
-                              f"trainer_type sac in this version; available: "
-                              f"{', '.join(SAC_REWARD_SIGNALS)}")
-        if settings.network_settings.memory is not None:
-            raise ConfigError(f"{key}.network_settings.memory: not available with "
-                              f"trainer_type sac in this version (no recurrent SAC yet); "
-                              f"remove it or use trainer_type ppo")
         hp = self.hp = settings.hyperparameters
         self._policy = self.create_policy()
         self.optimizer: Optional[SACOptimizer] = None
@@ -70,7 +61,9 @@ class SACTrainer(Trainer):
         if not self.inference:
             self.optimizer = SACOptimizer(self._policy, settings, seed=self.seed,
                                           jit_compile=self.jit_compile)
-            self.buffer = ReplayBuffer.for_spec(self.spec, hp.buffer_size)  # not touched yet
+            self.buffer = ReplayBuffer.for_spec(  # not touched yet
+                self.spec, hp.buffer_size, self._policy.memory_size,
+                self.optimizer.sequence_length)
             available = available_memory()
             if available is not None and self.buffer.nbytes > available:
                 raise ConfigError(
@@ -163,13 +156,17 @@ class SACTrainer(Trainer):
         n_obs = len(self.spec.observation_specs)
         obs = [np.concatenate([t.obs[i] for t in trajectories]) for i in range(n_obs)]
         self._policy.update_normalization(obs)
-        for t in trajectories:
-            self.buffer.add_trajectory(t)
+        values, critic_memory = self.optimizer.critic_values(trajectories, obs)
+        bounds = np.cumsum([len(t) for t in trajectories])[:-1]
+        critic_memories = (np.split(critic_memory, bounds) if critic_memory is not None
+                           else [None] * len(trajectories))
+        for t, memory in zip(trajectories, critic_memories):
+            self.buffer.add_trajectory(t, memory)
         following = [t.next_obs_per_step() for t in trajectories]
         next_obs = [np.concatenate([f[i] for f in following]) for i in range(n_obs)]
         for provider in self.optimizer.reward_providers.values():
             provider.update_normalization(next_obs)
-        self._report(trajectories, obs, next_obs)
+        self._report(trajectories, obs, next_obs, values)
         self._update()
 
     def owed(self, steps_per_update: float) -> int:
@@ -245,31 +242,42 @@ class SACTrainer(Trainer):
     def _sample(self, k: int, reward_update: np.ndarray) -> SACBatch:
         """K minibatches of ``batch_size`` transitions, stacked [K, B, ...], with each
         stream's reward (times its strength) evaluated on them now: curiosity and RND
-        rewards come from the reward models as they are at this update, as ML-Agents."""
-        b = self.hp.batch_size
-        rows = self.buffer.sample(k * b, self.rng)
-        t = self.buffer.batch(rows)
+        rewards come from the reward models as they are at this update, as ML-Agents.
+        With memory a minibatch is ``batch_size // sequence_length`` (at least one) whole
+        sequences, B their steps."""
+        seq = self.optimizer.sequence_length
+        if self.buffer.memory_size:
+            sequences = max(self.hp.batch_size // seq, 1)
+            b = sequences * seq
+            t = self.buffer.sequences(self.buffer.sample_sequences(k * sequences, self.rng))
+            mask, memory, critic_memory = t.mask, t.memory, t.critic_memory
+        else:
+            b = self.hp.batch_size
+            t = self.buffer.batch(self.buffer.sample(k * b, self.rng))
+            mask = np.ones(k * b, np.float32)
+            memory = critic_memory = np.zeros((k * b, 0), np.float32)
         batch = RewardBatch(obs=t.obs, next_obs=t.next_obs, continuous_action=t.continuous,
                             discrete_action=t.discrete, environment_reward=t.reward,
-                            done=t.done, mask=np.ones(len(rows), np.float32))
+                            done=t.done, mask=mask)
         rewards = np.stack([provider.evaluate(batch) * np.float32(provider.strength)
                             for provider in self.optimizer.reward_providers.values()],
                            axis=-1)
 
         def stack(x):
-            return x.reshape(k, b, *x.shape[1:])
+            return x.reshape(k, len(x) // k, *x.shape[1:])
         return SACBatch(obs=tuple(stack(o) for o in t.obs),
                         next_obs=tuple(stack(o) for o in t.next_obs),
                         continuous=stack(t.continuous), discrete=stack(t.discrete),
                         action_mask=stack(t.action_mask), rewards=stack(rewards),
-                        done=stack(t.done), reward_update=reward_update)
+                        done=stack(t.done), reward_update=reward_update, mask=stack(mask),
+                        memory=stack(memory), critic_memory=stack(critic_memory))
 
     def _report(self, trajectories: List[Trajectory], obs: List[np.ndarray],
-                next_obs: List[np.ndarray]) -> None:
-        """``Policy/<Signal> Value`` (V over the drained steps) and ``Policy/<Signal>
-        Reward`` per finished episode, each stream's reward (times its strength) as its
-        model scores the drained steps (extrinsic: the environment's plus the group's)."""
-        values = self.optimizer.state_values(obs)
+                next_obs: List[np.ndarray], values: Dict[str, np.ndarray]) -> None:
+        """``Policy/<Signal> Value`` (``values``: V over the drained steps) and
+        ``Policy/<Signal> Reward`` per finished episode, each stream's reward (times its
+        strength) as its model scores the drained steps (extrinsic: the environment's plus
+        the group's)."""
         batch = RewardBatch(
             obs=tuple(obs), next_obs=tuple(next_obs),
             continuous_action=np.concatenate([t.actions.continuous for t in trajectories]),
