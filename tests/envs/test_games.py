@@ -157,6 +157,23 @@ def test_soccer_field_size_env_args_move_the_goals_walls_and_kick_off():
         make("builtin:SoccerTwos", field_length=4, field_width=7)
 
 
+def test_soccer_ball_touch_rewards_the_player_that_touches_the_ball():
+    env = make("builtin:SoccerTwos", num_areas=2)
+    env.set_environment_parameters({"ball_touch": 0.5})
+    env.reset()
+    env.position[:] = ((-4.0, 3.0), (-4.0, -3.0), (4.0, 3.0), (4.0, -3.0))
+    env.ball[:], env.ball_velocity[:] = (0.0, 0.0), 0.0
+    env.ball[1] = (4.0, -2.6)  # area 1: member 3 (team 1's second) touches it
+    for name in (S0, S1):
+        still(env, name)
+    env.step()
+    zero, one = env.get_steps(S0)[0], env.get_steps(S1)[0]
+    assert np.allclose(zero.reward, 0.0)
+    assert one.agent_id.tolist() == [2, 3, 6, 7]
+    assert np.allclose(one.reward, [0.0, 0.0, 0.0, 0.1])
+    assert np.allclose(one.group_reward, 0.0)
+
+
 def test_soccer_groups_are_teams_and_the_time_limit_interrupts():
     env = make("builtin:SoccerTwos", num_areas=2, max_steps=3)
     env.reset()

@@ -13,7 +13,9 @@ halves at random spots, facing the other goal, and the ball near the centre.
 
 Rewards (group rewards, as ML-Agents): a goal gives the scoring team 1 - (steps so far /
 ``max_steps``) (ML-Agents' accumulated time penalty) and the team that concedes -1; the
-goal ends the episode of all four agents (a real end). There are no individual rewards.
+goal ends the episode of all four agents (a real end). The only individual reward is
+ML-Agents' shaping for touching the ball, 0.2 * environment parameter ``ball_touch`` to the
+player that touches it (default 0: none).
 400 steps at most (env arg ``max_steps``; interrupted, a draw). The score of the area's
 matches is kept in ``score`` ([areas, 2] goals by team 0 and team 1) and ``winner``
 ([areas], -1 until a goal).
@@ -55,6 +57,8 @@ class SoccerTwosEnv(TeamEnvMixin, GroupAreaEnv):
     default_num_areas = 16
     max_episode_steps = 400
     env_arg_defaults = {"max_steps": 400, "field_length": 2 * LENGTH, "field_width": 2 * WIDTH}
+    #: ML-Agents' ``ball_touch``: a player that touches the ball gets 0.2 * ball_touch.
+    environment_parameter_defaults = {"ball_touch": 0.0}
 
     def __init__(self, seed: int = 0, num_areas: int | None = None, **env_args):
         super().__init__(seed, num_areas, **env_args)
@@ -128,8 +132,11 @@ class SoccerTwosEnv(TeamEnvMixin, GroupAreaEnv):
         touching = gap < TOUCH
         kicker = np.argmin(np.where(touching, gap, np.inf), axis=1)
         touched = np.flatnonzero(touching.any(axis=1))
+        touch_reward = np.zeros((len(areas), AGENTS))
         if len(touched):
             k = kicker[touched]
+            touch_reward[touched, k] = 0.2 * self.parameter_values["ball_touch"][
+                areas[touched] * AGENTS]
             direction = offset[touched, k] / np.maximum(gap[touched, k], 1e-6)[:, None]
             speed = np.where(forward[touched, k] > 0, KICK, PUSH)
             velocity[touched] = direction * speed[:, None]
@@ -158,7 +165,9 @@ class SoccerTwosEnv(TeamEnvMixin, GroupAreaEnv):
             self.winner[where] = who
         done = np.zeros(self.num_areas, bool)
         done[areas[goal]] = True
-        return (np.zeros(len(rows), np.float32), group_reward, np.zeros(len(rows), bool), done)
+        where = np.searchsorted(areas, rows // AGENTS)
+        reward = touch_reward[where, rows % AGENTS].astype(np.float32)
+        return reward, group_reward, np.zeros(len(rows), bool), done
 
     def _act(self, rows, actions):
         # GroupAreaEnv's, with a group reward per team: [areas, 2].
