@@ -135,6 +135,45 @@ def test_soccer_a_goal_ends_the_match_with_group_rewards_to_each_team(scorer):
     assert [len(steps[n][0]) for n in (S0, S1)] == [2, 2]
 
 
+def test_soccer_field_size_env_args_move_the_goals_walls_and_kick_off():
+    env = make("builtin:SoccerTwos", num_areas=2, seed=3, field_length=10, field_width=7)
+    env.reset()
+    # Kick-off: every player in its own half of the 10 x 7 field.
+    assert np.all(np.abs(env.position[..., 1]) <= 3.5 - 1.0)
+    assert np.all(env.position[:, :2, 0] < 0) and np.all(env.position[:, 2:, 0] > 0)
+    assert np.all(np.abs(env.position[..., 0]) <= 5.0 - 0.4)
+    env.position[:] = ((-3.0, 2.0), (-3.0, -2.0), (3.0, 2.0), (3.0, -2.0))
+    env.ball[0], env.ball_velocity[0] = (4.6, 0.2), (0.8, 0.0)  # a goal at x = 5, not 8
+    env.ball[1], env.ball_velocity[1] = (1.0, 3.0), (0.0, 0.8)  # off the side wall at 3.5
+    for name in (S0, S1):
+        still(env, name)
+    env.step()
+    assert env.score.tolist() == [[1, 0], [0, 0]]
+    assert env.ball[1, 1] < 3.5 - 0.25 and env.ball_velocity[1, 1] < 0
+    # Observations are scaled by half the length: the ball at x = 1 reads 1 / 5.
+    assert np.isclose(env._observe(np.array([4]))[0][0, 4], 1.0 / 5.0)
+    with pytest.raises(ValueError, match="field_length must be >= 6 and field_width >= 4, "
+                                         "got 4 and 7"):
+        make("builtin:SoccerTwos", field_length=4, field_width=7)
+
+
+def test_soccer_ball_touch_rewards_the_player_that_touches_the_ball():
+    env = make("builtin:SoccerTwos", num_areas=2)
+    env.set_environment_parameters({"ball_touch": 0.5})
+    env.reset()
+    env.position[:] = ((-4.0, 3.0), (-4.0, -3.0), (4.0, 3.0), (4.0, -3.0))
+    env.ball[:], env.ball_velocity[:] = (0.0, 0.0), 0.0
+    env.ball[1] = (4.0, -2.6)  # area 1: member 3 (team 1's second) touches it
+    for name in (S0, S1):
+        still(env, name)
+    env.step()
+    zero, one = env.get_steps(S0)[0], env.get_steps(S1)[0]
+    assert np.allclose(zero.reward, 0.0)
+    assert one.agent_id.tolist() == [2, 3, 6, 7]
+    assert np.allclose(one.reward, [0.0, 0.0, 0.0, 0.1])
+    assert np.allclose(one.group_reward, 0.0)
+
+
 def test_soccer_groups_are_teams_and_the_time_limit_interrupts():
     env = make("builtin:SoccerTwos", num_areas=2, max_steps=3)
     env.reset()

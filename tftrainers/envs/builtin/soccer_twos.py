@@ -1,8 +1,8 @@
 """SoccerTwos: two teams of two agents play football on a small field (ML-Agents' SoccerTwos,
 seen from above).
 
-Each area is a field 16 long (``x`` from -8 to 8) and 10 wide, with a goal 3 wide in the
-middle of each end; team 0 (behavior `SoccerTwos?team=0`) defends the goal at ``x = -8``
+Each area is a field 16 long (``x`` from -8 to 8) and 10 wide (env args ``field_length``
+and ``field_width``), with a goal 3 wide in the middle of each end; team 0 (behavior `SoccerTwos?team=0`) defends the goal at ``x = -8``
 and attacks the one at ``x = 8``, team 1 (`SoccerTwos?team=1`) the other way round. The
 two agents of a team are a group (group ids unique per team and area). Agents are discs
 (radius 0.4) that overlap each other freely; the ball (radius 0.25) rolls with friction
@@ -13,7 +13,9 @@ halves at random spots, facing the other goal, and the ball near the centre.
 
 Rewards (group rewards, as ML-Agents): a goal gives the scoring team 1 - (steps so far /
 ``max_steps``) (ML-Agents' accumulated time penalty) and the team that concedes -1; the
-goal ends the episode of all four agents (a real end). There are no individual rewards.
+goal ends the episode of all four agents (a real end). The only individual reward is
+ML-Agents' shaping for touching the ball, 0.2 * environment parameter ``ball_touch`` to the
+player that touches it (default 0: none).
 400 steps at most (env arg ``max_steps``; interrupted, a draw). The score of the area's
 matches is kept in ``score`` ([areas, 2] goals by team 0 and team 1) and ``winner``
 ([areas], -1 until a goal).
@@ -22,7 +24,7 @@ Observation (16), in the team's own frame (rotated half a turn for team 1, so bo
 attack towards positive ``x``): own position (2) and heading (cos, sin), the ball's position
 and velocity (4), the ball's position relative to the agent in the agent's own axes (2,
 ahead and to the left), the teammate's position (2) and both opponents' positions (4);
-positions / 8, velocities in units a step. ML-Agents' agents see through ray sensors; a
+positions / half the field's length (8), velocities in units a step. ML-Agents' agents see through ray sensors; a
 small vector of positions keeps the game about play, not perception. Actions, 3 discrete
 branches of 3 as ML-Agents': forward/back (none, forward 3.5 a second, back 2.5),
 sideways (none, right, left, 2.5 a second), rotate (none, left, right, 20 degrees).
@@ -54,7 +56,9 @@ class SoccerTwosEnv(TeamEnvMixin, GroupAreaEnv):
     agents_per_area = AGENTS
     default_num_areas = 16
     max_episode_steps = 400
-    env_arg_defaults = {"max_steps": 400}
+    env_arg_defaults = {"max_steps": 400, "field_length": 2 * LENGTH, "field_width": 2 * WIDTH}
+    #: ML-Agents' ``ball_touch``: a player that touches the ball gets 0.2 * ball_touch.
+    environment_parameter_defaults = {"ball_touch": 0.0}
 
     def __init__(self, seed: int = 0, num_areas: int | None = None, **env_args):
         super().__init__(seed, num_areas, **env_args)
@@ -62,6 +66,12 @@ class SoccerTwosEnv(TeamEnvMixin, GroupAreaEnv):
         if self.max_episode_steps < 1:
             raise ValueError(f"builtin:SoccerTwos: env arg max_steps must be >= 1, got "
                              f"{self.max_episode_steps}")
+        # Half the field's length and width; the goal stays 3 wide, the players' size too.
+        self.length, self.width = self.args["field_length"] / 2, self.args["field_width"] / 2
+        if self.length < 3.0 or self.width < GOAL_HALF + 0.5:
+            raise ValueError(f"builtin:SoccerTwos: env args field_length must be >= 6 and "
+                             f"field_width >= 4, got {self.args['field_length']:g} and "
+                             f"{self.args['field_width']:g}")
         # A group per team and area (POCA trains each team's group).
         self._group_ids = (self._all_rows // 2 + 1).astype(np.int32)
         a = self.num_areas
@@ -88,8 +98,8 @@ class SoccerTwosEnv(TeamEnvMixin, GroupAreaEnv):
     def _reset_agents(self, rows):
         areas = np.unique(np.asarray(rows) // AGENTS)
         n, rng = len(areas), self.rng
-        own = np.stack([-rng.uniform(1.5, 6.0, (n, AGENTS)),
-                        rng.uniform(-WIDTH + 1.0, WIDTH - 1.0, (n, AGENTS))], axis=2)
+        own = np.stack([-rng.uniform(1.5, 6.0, (n, AGENTS)) * (self.length / LENGTH),
+                        rng.uniform(-self.width + 1.0, self.width - 1.0, (n, AGENTS))], axis=2)
         self.position[areas] = own * self._side[None, :, None]
         self.heading[areas] = np.where(self._team == 0, 0.0, np.pi)[None]
         self.ball[areas] = rng.uniform(-0.5, 0.5, (n, 2))
@@ -113,7 +123,7 @@ class SoccerTwosEnv(TeamEnvMixin, GroupAreaEnv):
         forward = np.select([choice[..., 0] == 1, choice[..., 0] == 2], [FORWARD, -BACK], 0.0)
         sideways = np.select([choice[..., 1] == 1, choice[..., 1] == 2], [-SIDE, SIDE], 0.0)
         position = position + ahead * forward[..., None] + left * sideways[..., None]
-        limit = np.array([LENGTH - AGENT_RADIUS, WIDTH - AGENT_RADIUS])
+        limit = np.array([self.length - AGENT_RADIUS, self.width - AGENT_RADIUS])
         position = np.clip(position, -limit, limit)
 
         # The agent nearest the ball among those touching it pushes or kicks it.
@@ -122,8 +132,11 @@ class SoccerTwosEnv(TeamEnvMixin, GroupAreaEnv):
         touching = gap < TOUCH
         kicker = np.argmin(np.where(touching, gap, np.inf), axis=1)
         touched = np.flatnonzero(touching.any(axis=1))
+        touch_reward = np.zeros((len(areas), AGENTS))
         if len(touched):
             k = kicker[touched]
+            touch_reward[touched, k] = 0.2 * self.parameter_values["ball_touch"][
+                areas[touched] * AGENTS]
             direction = offset[touched, k] / np.maximum(gap[touched, k], 1e-6)[:, None]
             speed = np.where(forward[touched, k] > 0, KICK, PUSH)
             velocity[touched] = direction * speed[:, None]
@@ -132,9 +145,9 @@ class SoccerTwosEnv(TeamEnvMixin, GroupAreaEnv):
         velocity = velocity * FRICTION
         # Goals, then walls.
         in_mouth = np.abs(ball[:, 1]) < GOAL_HALF - BALL_RADIUS
-        scored = np.where(in_mouth & (ball[:, 0] > LENGTH), 0,
-                          np.where(in_mouth & (ball[:, 0] < -LENGTH), 1, -1))
-        for axis, edge in ((0, LENGTH - BALL_RADIUS), (1, WIDTH - BALL_RADIUS)):
+        scored = np.where(in_mouth & (ball[:, 0] > self.length), 0,
+                          np.where(in_mouth & (ball[:, 0] < -self.length), 1, -1))
+        for axis, edge in ((0, self.length - BALL_RADIUS), (1, self.width - BALL_RADIUS)):
             out = (np.abs(ball[:, axis]) > edge) & (scored < 0)
             ball[out, axis] = np.sign(ball[out, axis]) * (2 * edge - np.abs(ball[out, axis]))
             velocity[out, axis] *= -1.0
@@ -152,7 +165,9 @@ class SoccerTwosEnv(TeamEnvMixin, GroupAreaEnv):
             self.winner[where] = who
         done = np.zeros(self.num_areas, bool)
         done[areas[goal]] = True
-        return (np.zeros(len(rows), np.float32), group_reward, np.zeros(len(rows), bool), done)
+        where = np.searchsorted(areas, rows // AGENTS)
+        reward = touch_reward[where, rows % AGENTS].astype(np.float32)
+        return reward, group_reward, np.zeros(len(rows), bool), done
 
     def _act(self, rows, actions):
         # GroupAreaEnv's, with a group reward per team: [areas, 2].
@@ -184,8 +199,9 @@ class SoccerTwosEnv(TeamEnvMixin, GroupAreaEnv):
         opponents = 2 - team_first
         other = np.concatenate([self.position[area, opponents] * side,
                                 self.position[area, opponents + 1] * side], axis=1)
-        obs = np.concatenate([me / LENGTH, ahead, ball / LENGTH, ball_v, rel_own / LENGTH,
-                              mate / LENGTH, other / LENGTH], axis=1)
+        scale = self.length
+        obs = np.concatenate([me / scale, ahead, ball / scale, ball_v, rel_own / scale,
+                              mate / scale, other / scale], axis=1)
         return [obs.astype(np.float32)]
 
     # --- the teacher ----------------------------------------------------------
@@ -200,7 +216,7 @@ class SoccerTwosEnv(TeamEnvMixin, GroupAreaEnv):
         theirs = np.linalg.norm(ball - mate, axis=1)
         chaser = (mine < theirs) | ((mine == theirs) & (member % 2 == 0))
         # Chaser: behind the ball on the line from the opponent's goal, then through it.
-        goal = np.array([LENGTH, 0.0])
+        goal = np.array([self.length, 0.0])
         aim = goal - ball
         aim /= np.maximum(np.linalg.norm(aim, axis=1, keepdims=True), 1e-6)
         behind = ball - aim * (TOUCH + 0.35)
@@ -213,12 +229,12 @@ class SoccerTwosEnv(TeamEnvMixin, GroupAreaEnv):
         target = np.where(lined_up[:, None], ball + aim,
                           np.where((along > -0.3)[:, None], around, behind))
         # Guard: on the line from its own goal to the ball, 2.5 out of the goal.
-        own_goal = np.array([-LENGTH, 0.0])
+        own_goal = np.array([-self.length, 0.0])
         to_ball = ball - own_goal
         guard = own_goal + to_ball / np.maximum(np.linalg.norm(to_ball, axis=1,
                                                                keepdims=True), 1e-6) * 2.5
         target = np.where(chaser[:, None], target, guard)
-        limit = np.array([LENGTH - AGENT_RADIUS, WIDTH - AGENT_RADIUS])
+        limit = np.array([self.length - AGENT_RADIUS, self.width - AGENT_RADIUS])
         target = np.clip(target, -limit, limit)  # a ball along a wall: push it along
         way = target - me
         # Far away: face the way and run. Near the ball: face the opponent's goal (through
