@@ -8,10 +8,10 @@ with the folder in front (``sac/Basic`` is configs/sac/Basic.yaml).
 Each run is ``tftrainers-learn configs/ppo/NAME.yaml --seed S`` in its own process (wall
 time and CPU seconds are that whole process's), then ``tftrainers-evaluate ENV --policy
 RUN --episodes 100 --seed 1000+S`` (with the config's ``env_args``) scores the trained
-policy (sampled actions, as it was trained, on env seeds it never trained on). The Pyramids configs are
-scored as benchmarks/curiosity.py scores them: the share of episodes that reach the goal.
-Prints one line per run as it finishes, then a table with every seed, the minimum and the
-median against the target.
+policy (sampled actions, as it was trained, on env seeds it never trained on). The
+Pyramids configs are scored as benchmarks/curiosity.py scores them: the share of episodes
+that reach the goal. Prints one line per run as it finishes, then a table with every seed,
+the minimum and the median against the target.
 """
 from __future__ import annotations
 
