@@ -94,6 +94,7 @@ def run(command, log_path, target=None):
                              stderr=subprocess.STDOUT, text=True, start_new_session=True)
         for line in p.stdout:
             log.write(line)
+            log.flush()
             m = SUMMARY.search(line)
             if m:
                 summaries.append((int(m.group(2)), float(m.group(4))))
@@ -177,8 +178,8 @@ def pendulum(args, rows):
                            path], log)
                 evaluate = [sys.executable, "-c", SB3_EVALUATE, path + ".zip",
                             str(args.episodes), str(1000 + seed)]
-                row["cmd"] = f"SB3 SAC('MlpPolicy', 'Pendulum-v1', learning_rate=1e-3, seed={seed})" \
-                             f".learn({args.pendulum_steps})"
+                row["cmd"] = (f"SB3 SAC('MlpPolicy', 'Pendulum-v1', learning_rate=1e-3, "
+                              f"seed={seed}).learn({args.pendulum_steps})")
             else:
                 row = run([tool("tftrainers-learn"), config, "--run-id", run_id, "--results-dir",
                            runs, "--seed", str(seed), "--force"], log)
