@@ -100,16 +100,37 @@ def run(command, log_path, target=None):
                 summaries.append((int(m.group(2)), float(m.group(4))))
                 if target is not None and summaries[-1][1] >= target:
                     reached = summaries[-1][0]
-                    os.killpg(p.pid, signal.SIGKILL)
                     break
         wall = time.perf_counter() - start
+        if reached is not None:
+            # CPU to the target, then SIGINT: tftrainers saves and writes its timers.json
+            # (where the time went); anything still running a minute later is killed.
+            cpu, others = process_cpu(p.pid), busy_seconds() - busy
+            os.killpg(p.pid, signal.SIGINT)
+            for line in p.stdout:
+                log.write(line)
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+            code = 0
+        else:
+            _, status, usage = os.wait4(p.pid, 0)
+            cpu, others = usage.ru_utime + usage.ru_stime, busy_seconds() - busy
+            code = os.waitstatus_to_exitcode(status)
         p.stdout.close()
-        _, status, usage = os.wait4(p.pid, 0)
-    cpu = usage.ru_utime + usage.ru_stime
-    code = 0 if reached is not None else os.waitstatus_to_exitcode(status)
     return dict(cmd=" ".join(command), log=log_path, wall_s=round(wall, 1), cpu_s=round(cpu, 1),
-                others_cpu_s=round(max(busy_seconds() - busy - cpu, 0.0), 1), rc=code,
+                others_cpu_s=round(max(others - cpu, 0.0), 1), rc=code,
                 summaries=summaries, reached=reached)
+
+
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of a running process (all its threads, and its children
+    that ended), from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def last_json(path):
