@@ -35,6 +35,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import yaml
@@ -107,13 +108,14 @@ def run(command, log_path, target=None):
             # (where the time went); anything still running a minute later is killed.
             cpu, others = process_cpu(p.pid), busy_seconds() - busy
             os.killpg(p.pid, signal.SIGINT)
-            for line in p.stdout:
-                log.write(line)
+            rest = threading.Thread(target=lambda: log.writelines(p.stdout), daemon=True)
+            rest.start()
             try:
                 p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
+            except subprocess.TimeoutExpired:  # ML-Agents' run goes on after a SIGINT
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
+            rest.join()
             code = 0
         else:
             _, status, usage = os.wait4(p.pid, 0)
