@@ -73,6 +73,20 @@ def test_learned_reward_signals_step_and_score_sampled_batches(tmp_path, signal,
     env.close()
 
 
+def test_update_graph_has_no_slice_bounded_by_a_tensor(tmp_path):
+    """XLA compiles the update once per input shape, and again for every value of an input
+    that must be a constant, such as the bound of a slice: ``reward_update[:steps]`` made
+    each new number of steps compile the whole update anew (3 s of CPU each on Ball3D's
+    sizes, most of a Ball3D run's CPU)."""
+    from tftrainers.envs.base import ActionSpec, BehaviorSpec, ObservationSpec
+    spec = BehaviorSpec([ObservationSpec((3,), "v")], ActionSpec(2, (3,)))
+    trainer = create_trainer("H", spec, sac_settings("H"), str(tmp_path), jit_compile=False)
+    graph = trainer.optimizer._update.concrete.graph
+    slices = [op for op in graph.get_operations() if op.type == "StridedSlice"]
+    bounded = [op.name for op in slices for bound in op.inputs[1:] if bound.op.type != "Const"]
+    assert slices and not bounded, bounded
+
+
 def test_hybrid_actions_update(tmp_path):
     from tftrainers.envs.base import ActionSpec, BehaviorSpec, ObservationSpec
     from tftrainers.trainers.sac.optimizer import SACBatch

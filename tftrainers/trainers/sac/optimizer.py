@@ -196,10 +196,13 @@ class SACOptimizer:
 
         _, total = tf.while_loop(lambda k, _: k < steps, body,
                                  (tf.constant(0), tf.zeros([width])))
+        # A mask, not reward_update[:steps]: a slice ending at a tensor makes XLA compile
+        # the whole update again for every distinct number of steps.
+        run = tf.range(tf.shape(batches.reward_update)[0]) < steps
         counts = tf.concat([
             tf.fill([len(STAT_NAMES)], tf.cast(steps, tf.float32)),
             tf.fill([len(self.reward_stat_names)],
-                    tf.reduce_sum(batches.reward_update[:steps]))],
+                    tf.reduce_sum(tf.where(run, batches.reward_update, 0.0)))],
             axis=0)
         return total / tf.maximum(counts, 1.0)
 
