@@ -139,8 +139,15 @@ class EpisodeTally:
     """Episode returns of one behavior, counting each agent's first ``quota`` episodes.
 
     Counting only the first episodes finished (whoever finishes them) would favour short
-    episodes; a fixed quota per agent, set when the agents first appear, does not.
+    episodes; a fixed quota per agent, set when the agents first appear, does not. Agents
+    that appear later (an env that gives each episode a new id, as ML-Agents' test envs and
+    agents spawned by a game do) take over the quota an agent left behind when it has not
+    been seen for ``VACANT_AFTER`` steps: one episode each as they finish.
     """
+
+    #: Steps an agent with quota left may go unseen before a later agent may take it over
+    #: (more than any decision period between an agent's steps).
+    VACANT_AFTER = 50
 
     def __init__(self, episodes: int):
         self.episodes = episodes
@@ -148,6 +155,9 @@ class EpisodeTally:
         self.quota = np.zeros(0, np.int64)
         self.running_return = np.zeros(0)
         self.running_length = np.zeros(0, np.int64)
+        self.last_seen = np.zeros(0, np.int64)
+        self.late = np.zeros(0, bool)
+        self.step = 0
         self.returns: List[float] = []
         self.lengths: List[int] = []
 
@@ -163,18 +173,34 @@ class EpisodeTally:
             self.running_return = np.concatenate([self.running_return, np.zeros(extra)])
             self.running_length = np.concatenate([self.running_length,
                                                   np.zeros(extra, np.int64)])
+            self.last_seen = np.concatenate([self.last_seen, np.full(extra, self.step)])
+            self.late = np.concatenate([self.late, np.full(extra, not first)])
+        self.last_seen[rows] = self.step
+
+    def _counted(self, rows: np.ndarray) -> np.ndarray:
+        """Which of the episodes ending for ``rows`` count (taking a unit of their quota, or
+        of a vacant one for an agent that appeared late)."""
+        counted = self.quota[rows] > 0
+        self.quota[rows] -= counted
+        for i in np.flatnonzero(~counted & self.late[rows]):
+            vacant = (self.quota > 0) & (self.last_seen < self.step - self.VACANT_AFTER)
+            if not vacant.any():
+                break
+            self.quota[np.argmax(np.where(vacant, self.quota, 0))] -= 1
+            counted[i] = True
+        return counted
 
     def add(self, decision, terminal) -> np.ndarray:
         """Tallies a step; returns [len(terminal)] bool, which ended episodes counted."""
+        self.step += 1
         counted = np.zeros(0, bool)
         if len(terminal):
             rows = self.rows.rows(terminal.agent_id)
             self._grow(rows)
             total = self.running_return[rows] + terminal.reward
-            counted = self.quota[rows] > 0
+            counted = self._counted(rows)
             self.returns.extend(total[counted].tolist())
             self.lengths.extend(self.running_length[rows][counted].tolist())
-            self.quota[rows] -= counted
             self.running_return[rows] = 0.0
             self.running_length[rows] = 0
         if len(decision):
@@ -204,6 +230,7 @@ class _GroupTally(EpisodeTally):
         self.under_way = EpisodesUnderWay()
 
     def add(self, decision, terminal) -> None:
+        self.step += 1
         going_on = self.under_way.continuing(decision.agent_id, terminal.agent_id)
         # Terminal steps first: their group reward is the ending episode's.
         ids = np.concatenate([terminal.group_id, decision.group_id[going_on]])
@@ -221,10 +248,9 @@ class _GroupTally(EpisodeTally):
                              decision.group_id[going_on])
         if len(ended):
             rows = self.rows.rows(ended)
-            counted = self.quota[rows] > 0
+            counted = self._counted(rows)
             self.returns.extend(self.running_return[rows][counted].tolist())
             self.lengths.extend(self.running_length[rows][counted].tolist())
-            self.quota[rows] -= counted
             self.running_return[rows] = 0.0
             self.running_length[rows] = 0
 

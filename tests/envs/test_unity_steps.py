@@ -164,3 +164,29 @@ def test_record_writes_each_unity_style_episode_whole(tmp_path):
     assert (demo.next_obs[0][done] == -1.0).all() and (demo.next_obs[0][~done] == 1.0).all()
     assert (demo.reward == 1.0).all()  # the first decisions' reward 0 is no transition's
     assert sorted(demo.group_reward[done].tolist()) == [0.0, 0.0, 2.0, 2.0, 2.0, 2.0]
+
+
+class NewIdEachEpisode(UnityScript):
+    """One agent at a time, a new id every episode (as ML-Agents' test envs and agents a game
+    spawns): three steps of reward 1; the next agent starts in the step the last one ends."""
+
+    def get_steps(self, name):
+        n, ended = self.t // 3, self.t > 0 and self.t % 3 == 0
+        decision = DecisionSteps([np.ones((1, 1), np.float32)],
+                                 np.full(1, 0.0 if self.t % 3 == 0 else 1.0, np.float32),
+                                 np.array([n], np.int32), [np.zeros((1, 2), bool)],
+                                 np.zeros(1, np.int32), np.zeros(1, np.float32))
+        if not ended:
+            return decision, TerminalSteps.empty(self.spec)
+        return decision, TerminalSteps([np.ones((1, 1), np.float32)], np.ones(1, np.float32),
+                                       np.zeros(1, bool), np.array([n - 1], np.int32),
+                                       np.zeros(1, np.int32), np.zeros(1, np.float32))
+
+
+def test_evaluate_finishes_when_every_episode_has_a_new_agent_id():
+    # The agent present at the start holds the whole quota and never comes back: once it has
+    # been gone VACANT_AFTER steps, the later agents' episodes count, one each.
+    env = NewIdEachEpisode()
+    (result,) = evaluate(env, RandomPolicy(env), episodes=5, max_env_steps=200).values()
+    assert result["episodes"] == 5 and result["mean_reward"] == 3.0
+    assert result["mean_episode_length"] == 3.0
