@@ -34,6 +34,7 @@ from __future__ import annotations
 import abc
 import collections
 import os
+import threading
 from typing import Callable, Deque, Dict, List, Optional
 
 import numpy as np
@@ -126,6 +127,10 @@ class Trainer(abc.ABC):
         # Called as listener(trainer, checkpoint_path) after each checkpoint (the API's
         # callbacks).
         self.save_listeners: List = []
+        # threaded: true (ML-Agents): an update runs beside the env loop, one at a time
+        # (run_update); its stats or its error are collected by wait_for_update.
+        self._update_thread: Optional[threading.Thread] = None
+        self._thread_outcome: Dict[str, object] = {}
 
     # What the context says, by the names trainers have always read.
     run_dir = property(lambda self: self.context.run_dir)
@@ -152,8 +157,37 @@ class Trainer(abc.ABC):
     def update_if_ready(self) -> None:
         """Called on every ``advance`` (e.g. to collect a threaded update that finished)."""
 
+    def run_update(self, work: Callable[[], Dict[str, float]]) -> None:
+        """Runs ``work`` (an update, returning its stats) now, or with ``threaded`` in a
+        thread of its own while acting goes on; its stats go to ``_finish_update``, here or
+        when ``wait_for_update`` collects the thread (which re-raises its error)."""
+        if not self.settings.threaded:
+            self._finish_update(work())
+            return
+
+        def run():
+            try:
+                self._thread_outcome["stats"] = work()
+            except BaseException as error:  # re-raised in the main thread
+                self._thread_outcome["error"] = error
+        self._update_thread = threading.Thread(target=run, daemon=True,
+                                               name=f"{self.behavior_name}-update")
+        self._update_thread.start()
+
+    def _finish_update(self, stats: Dict[str, float]) -> None:
+        """Takes a finished update's stats and weights (trainers that call run_update)."""
+        raise NotImplementedError
+
     def wait_for_update(self) -> None:
         """Returns once no update is running (before a save or a restore)."""
+        if self._update_thread is None:
+            return
+        self._update_thread.join()
+        self._update_thread = None
+        outcome, self._thread_outcome = self._thread_outcome, {}
+        if "error" in outcome:
+            raise outcome["error"]
+        self._finish_update(outcome["stats"])
 
     def acting_weights(self) -> np.ndarray:
         """The flat weight vector the acting side runs with now."""

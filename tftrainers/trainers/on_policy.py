@@ -13,7 +13,6 @@ the acting side. No GradientTape here: the optimizer owns losses and the compile
 from __future__ import annotations
 
 import abc
-import threading
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -80,9 +79,6 @@ class OnPolicyTrainer(Trainer):
         self.rng = np.random.default_rng(self.seed + 1)  # minibatch shuffles
         self.updates = 0
         self.last_update: Dict[str, float] = {}  # stats of the latest update
-        # threaded: true (ML-Agents): the update runs beside the env loop, one at a time.
-        self._update_thread: Optional[threading.Thread] = None
-        self._thread_outcome: Dict[str, object] = {}
         self._pending: List[Trajectory] = []  # drained, not yet in the update buffer
         self._pending_steps = 0
         # Per stream, each agent's reward so far in its current episode (ML-Agents reports
@@ -144,33 +140,11 @@ class OnPolicyTrainer(Trainer):
             self.settings.hyperparameters.advantage_scale_floor)
         buffer, step = self.buffer, self.step
         self.buffer = AgentBuffer(self._policy.sequence_length)
-        if not self.settings.threaded:
+
+        def work():
             with TIMERS.timed("update"):
-                stats = self.optimizer.update(buffer, step, self.rng)
-            self._finish_update(stats)
-            return
-
-        def run():
-            try:
-                with TIMERS.timed("update"):
-                    self._thread_outcome["stats"] = self.optimizer.update(buffer, step,
-                                                                          self.rng)
-            except BaseException as error:  # re-raised in the main thread
-                self._thread_outcome["error"] = error
-        self._update_thread = threading.Thread(target=run, daemon=True,
-                                               name=f"{self.behavior_name}-update")
-        self._update_thread.start()
-
-    def wait_for_update(self) -> None:
-        """Waits for a threaded update still running and takes its stats and weights."""
-        if self._update_thread is None:
-            return
-        self._update_thread.join()
-        self._update_thread = None
-        outcome, self._thread_outcome = self._thread_outcome, {}
-        if "error" in outcome:
-            raise outcome["error"]
-        self._finish_update(outcome["stats"])
+                return self.optimizer.update(buffer, step, self.rng)
+        self.run_update(work)
 
     def _finish_update(self, stats: Dict[str, float]) -> None:
         self.last_update = stats

@@ -20,7 +20,6 @@ from __future__ import annotations
 import glob
 import os
 import re
-import threading
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -75,10 +74,8 @@ class SACTrainer(Trainer):
         self.gradient_steps = 0
         self.reward_signal_steps = 0  # of the learned reward signals (curiosity, RND, GAIL)
         self.last_update: Dict[str, float] = {}
-        # threaded: true: the gradient steps run in a thread while acting goes on with the
-        # previous weights; what arrives meanwhile waits in _pending (module doc).
-        self._update_thread: Optional[threading.Thread] = None
-        self._thread_outcome: Dict[str, object] = {}
+        # threaded: true: the gradient steps run in a thread (run_update) while acting goes
+        # on with the previous weights; what arrives meanwhile waits in _pending (module doc).
         self._pending: List[Trajectory] = []
         # Per stream, each agent's reward so far in its current episode.
         self._episode_rewards: Dict[str, Dict[int, float]] = {}
@@ -140,17 +137,6 @@ class SACTrainer(Trainer):
             pending, self._pending = self._pending, []
             self._learn_from(pending)
 
-    def wait_for_update(self) -> None:
-        """Waits for a threaded update still running and takes its stats and weights."""
-        if self._update_thread is None:
-            return
-        self._update_thread.join()
-        self._update_thread = None
-        outcome, self._thread_outcome = self._thread_outcome, {}
-        if "error" in outcome:
-            raise outcome["error"]
-        self._finish_update(outcome["stats"])
-
     def _learn_from(self, trajectories: List[Trajectory]) -> None:
         """Normalizers, replay buffer and reports take the trajectories; then the update."""
         n_obs = len(self.spec.observation_specs)
@@ -188,19 +174,7 @@ class SACTrainer(Trainer):
                                       LEARNING_RATE_FLOOR, self.step, self.settings.max_steps)
         # What the update needs of the step count, read now (the env loop moves it on).
         step, signal_owed = self.step, self.owed(self.hp.reward_signal_steps_per_update)
-        if not self.settings.threaded:
-            self._finish_update(self._gradient_steps(due, signal_owed, step, learning_rate))
-            return
-
-        def run():
-            try:
-                self._thread_outcome["stats"] = self._gradient_steps(due, signal_owed, step,
-                                                                     learning_rate)
-            except BaseException as error:  # re-raised in the main thread
-                self._thread_outcome["error"] = error
-        self._update_thread = threading.Thread(target=run, daemon=True,
-                                               name=f"{self.behavior_name}-update")
-        self._update_thread.start()
+        self.run_update(lambda: self._gradient_steps(due, signal_owed, step, learning_rate))
 
     def _gradient_steps(self, due: int, signal_owed: int, step: int,
                         learning_rate: float) -> Dict[str, float]:
